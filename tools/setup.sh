@@ -10,7 +10,7 @@ hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
 # The venv must live OUTSIDE the source tree: CMake refuses to export targets whose include
 # paths (numpy's, from the venv) lie inside the package's source directory. It is keyed by
 # the lock file, so checkouts with the same pins share one venv; .venv links to it.
-VENV="${RL_TRAJ_ROS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/rl_traj_ros/venv-$(hash_of requirements.lock tools/setup.sh | cut -c1-12)}"
+VENV="${RL_TRAJ_ROS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/rl_traj_ros/venv-$(hash_of requirements.lock | cut -c1-12)}"
 
 # 1. venv -------------------------------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
@@ -22,7 +22,7 @@ ln -sfn "$VENV" "$ROOT/.venv"
 VPY="$VENV/bin/python"
 
 # 2. pinned packages ---------------------------------------------------------------
-req_hash="$(hash_of requirements.lock tools/setup.sh)"
+req_hash="$(hash_of requirements.lock)"
 if [ "$(cat "$VENV/.req_hash" 2>/dev/null)" != "$req_hash" ]; then
   log "installing pinned packages (requirements.lock)"
   # torch first and by exact version: the local CPU wheel, never a multi-GB CUDA build.

@@ -1,0 +1,267 @@
+"""TrajectoryCollector: joins parts, accumulates steps and flushes per output mode (spec §5).
+
+The collector owns control flow only (which keys complete which scope); the strategies own
+what a completed scope becomes. Sources, epochs and chunk counts come from the
+``TrajectoryPlan`` so completeness never depends on arrival order.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Optional, Union
+
+import torch
+
+from .joiner import ChunkJoiner
+from .schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey
+from .trajectory import CollectConfig, Trajectory, TrajectoryAccumulator, TrajectoryStep, compute_gae
+from .tree import tree_map
+
+SourceId = tuple[int, int]
+MODES = ('rollout', 'pipeline', 'lerobot')
+
+
+@dataclass
+class TrajectoryPlan:
+    """Shape of one training step's rollout and what to emit when a scope completes."""
+
+    mode: str = 'rollout'
+    num_epochs: int = 1
+    chunks_per_epoch: int = 1
+    sources: list[SourceId] = field(default_factory=lambda: [(0, 0)])
+    envs_per_source: Union[int, dict[SourceId, int]] = 1
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    num_shards: int = 1                 # rollout: split each source's Trajectory along envs
+    num_actors: int = 1                 # pipeline
+    micro_batch_size: int = 0           # pipeline: env rows per micro-batch; 0 = all of an actor's rows
+    shuffle_micro_batches: bool = False
+    normalize_advantages: bool = False
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    seed: int = 0
+    only_success: bool = False          # lerobot
+    success_reward: float = 0.5         # lerobot: an episode succeeded if a reward reached this
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f'mode must be one of {MODES}, got {self.mode!r}')
+        if self.num_epochs < 1 or self.chunks_per_epoch < 1:
+            raise ValueError('num_epochs and chunks_per_epoch must be >= 1')
+        self.sources = [tuple(s) for s in self.sources]
+        if len(set(self.sources)) != len(self.sources):
+            raise ValueError(f'duplicate sources in {self.sources}')
+        if self.mode == 'pipeline':
+            rows = sum(self.batch_size(s) for s in self.sources)
+            if rows % self.num_actors:
+                raise ValueError(f'{rows} env rows cannot be routed evenly to {self.num_actors} actors')
+            per_actor = rows // self.num_actors
+            if self.micro_batch_size and per_actor % self.micro_batch_size:
+                raise ValueError(f'micro_batch_size {self.micro_batch_size} must divide the {per_actor} rows per actor')
+
+    def batch_size(self, source: SourceId) -> int:
+        if isinstance(self.envs_per_source, dict):
+            if source not in self.envs_per_source:
+                raise MalformedPartError(f'unknown source {source}; plan sources are {self.sources}')
+            return self.envs_per_source[source]
+        return int(self.envs_per_source)
+
+    @property
+    def keys_per_source_step(self) -> int:
+        return self.num_epochs * self.chunks_per_epoch
+
+
+@dataclass
+class CollectorOutput:
+    mode: str
+    step_id: int
+    source_id: Optional[SourceId]      # rollout / lerobot
+    trajectory: Optional[Trajectory] = None
+    episode: Optional['Episode'] = None
+    epoch_id: int = 0                  # pipeline
+    actor_rank: int = 0                # pipeline
+    micro_batch: int = 0               # pipeline
+    shard: int = 0                     # rollout
+
+
+@dataclass
+class Episode:
+    """One finished episode of one env, chunk-granular (the lerobot output mode)."""
+
+    source_id: SourceId
+    env_index: int
+    episode_id: int
+    success: bool
+    actions: torch.Tensor           # [n, C*A]
+    rewards: torch.Tensor           # [n, C]
+    dones: torch.Tensor             # [n, C]
+    intervene_flags: torch.Tensor   # [n, C*A]
+    observations: Optional[list] = None  # n (+1 when the final obs is known) obs dicts
+    step_ids: list[int] = field(default_factory=list)
+
+    @property
+    def num_chunks(self) -> int:
+        return self.actions.shape[0]
+
+
+class TrajectoryCollector:
+    """Push PolicyParts/EnvParts in any order; get flushed outputs when scopes complete."""
+
+    def __init__(self, plan: TrajectoryPlan):
+        self.plan = plan
+        self.joiner: ChunkJoiner = ChunkJoiner(plan.batch_size)
+        self._acc: dict[Hashable, TrajectoryAccumulator] = defaultdict(TrajectoryAccumulator)
+        self._open_episodes: dict[tuple[SourceId, int], dict[str, Any]] = {}
+        self._episode_counter: dict[SourceId, int] = defaultdict(int)
+        self.stats = {'parts': 0, 'joined': 0, 'rejected': 0, 'flushed': 0, 'build_failures': 0}
+
+    # -- public ------------------------------------------------------------------------------
+    def push(self, part: Union[PolicyPart, EnvPart]) -> list[CollectorOutput]:
+        """Add one part; return whatever scopes it completed.
+
+        A malformed part raises ``MalformedPartError`` and changes nothing. If building a
+        ready chunk fails, its halves stay stored and the error propagates; the next push
+        (or ``retry``) builds it again.
+        """
+        try:
+            for src in part.sources:
+                if src.key.source_id not in self.plan.sources:
+                    raise MalformedPartError(f'part for unknown source {src.key.source_id}; plan sources are '
+                                             f'{self.plan.sources}')
+                if src.key.epoch_id >= self.plan.num_epochs or src.key.chunk_id >= self.plan.chunks_per_epoch:
+                    raise MalformedPartError(f'key {src.key.as_tuple()} is outside the plan '
+                                             f'({self.plan.num_epochs} epochs x {self.plan.chunks_per_epoch} chunks)')
+            self.joiner.add(part)
+        except MalformedPartError:
+            self.stats['rejected'] += 1
+            raise
+        self.stats['parts'] += 1
+        return self.retry()
+
+    def retry(self) -> list[CollectorOutput]:
+        outputs: list[CollectorOutput] = []
+        for key in self.joiner.ready_keys():
+            scope = self._scope(key)
+            try:
+                self.joiner.complete(key, lambda chunk, s=scope: self._acc[s].append(
+                    TrajectoryStep.from_parts(chunk, self.plan.collect)))
+            except Exception:
+                self.stats['build_failures'] += 1
+                raise
+            self.stats['joined'] += 1
+            if len(self._acc[scope]) == self._scope_size():
+                outputs.extend(self._flush(scope))
+        self.stats['flushed'] += len(outputs)
+        return outputs
+
+    def pending(self) -> dict:
+        return {'parts': self.joiner.pending(), 'steps': {s: len(a) for s, a in self._acc.items() if len(a)}}
+
+    # -- scopes ------------------------------------------------------------------------------
+    def _scope(self, key: TrajectoryKey) -> Hashable:
+        if self.plan.mode == 'pipeline':
+            return (key.step_id, key.epoch_id)
+        return (key.source_id, key.step_id)
+
+    def _scope_size(self) -> int:
+        if self.plan.mode == 'pipeline':
+            return len(self.plan.sources) * self.plan.chunks_per_epoch
+        return self.plan.keys_per_source_step
+
+    def _flush(self, scope: Hashable) -> list[CollectorOutput]:
+        acc = self._acc.pop(scope)
+        steps = acc.take(acc.keys())
+        if self.plan.mode == 'rollout':
+            return self._flush_rollout(scope, steps)
+        if self.plan.mode == 'pipeline':
+            return self._flush_pipeline(scope, steps)
+        return self._flush_lerobot(scope, steps)
+
+    def _flush_rollout(self, scope, steps) -> list[CollectorOutput]:
+        source_id, step_id = scope
+        traj = Trajectory.from_steps(steps, self.plan.num_epochs)
+        shards = traj.split(self.plan.num_shards) if self.plan.num_shards > 1 else [traj]
+        return [CollectorOutput('rollout', step_id, source_id, trajectory=t, shard=i) for i, t in enumerate(shards)]
+
+    def _flush_pipeline(self, scope, steps) -> list[CollectorOutput]:
+        step_id, epoch_id = scope
+        plan = self.plan
+        by_source: dict[SourceId, list[TrajectoryStep]] = defaultdict(list)
+        for s in steps:
+            by_source[s.key.source_id].append(s)
+        parts = []
+        for sid in plan.sources:  # source s owns rows [s*N/S, (s+1)*N/S)
+            t = Trajectory.from_steps(by_source[sid], 1)
+            t.advantages, t.returns = compute_gae(t.rewards, t.prev_values, t.dones, 1, plan.gamma, plan.gae_lambda)
+            parts.append(t)
+        whole = Trajectory.cat_envs(parts)
+        rows_per_actor = whole.num_envs // plan.num_actors
+        mb = plan.micro_batch_size or rows_per_actor
+        outputs = []
+        for actor in range(plan.num_actors):
+            mine = whole.select_envs(actor * rows_per_actor, (actor + 1) * rows_per_actor)
+            if plan.normalize_advantages:
+                a = mine.advantages
+                mine.advantages = (a - a.mean()) / torch.sqrt(a.var(unbiased=False) + 1e-5)
+            order = torch.arange(rows_per_actor)
+            if plan.shuffle_micro_batches:
+                g = torch.Generator().manual_seed(_mix_seed(plan.seed, actor, step_id, epoch_id))
+                order = torch.randperm(rows_per_actor, generator=g)
+            for i in range(rows_per_actor // mb):
+                outputs.append(CollectorOutput('pipeline', step_id, None, trajectory=mine.index_envs(order[i * mb:(i + 1) * mb]),
+                                               epoch_id=epoch_id, actor_rank=actor, micro_batch=i))
+        return outputs
+
+    def _flush_lerobot(self, scope, steps) -> list[CollectorOutput]:
+        source_id, step_id = scope
+        plan = self.plan
+        traj = Trajectory.from_steps(steps, plan.num_epochs)
+        chunks = plan.chunks_per_epoch
+        outputs = []
+        for b in range(traj.num_envs):
+            for e in range(plan.num_epochs):
+                if bool(traj.dones[e * (chunks + 1), b].any()):  # d_before: env was reset at the epoch start
+                    outputs.extend(self._close_episode(source_id, b, final_obs=None))
+                for l in range(chunks):
+                    t = e * chunks + l
+                    ep = self._open_episodes.setdefault((source_id, b), {'rows': [], 'obs': [], 'steps': []})
+                    ep['rows'].append((traj.actions[t, b], traj.rewards[t, b], traj.dones[e * (chunks + 1) + 1 + l, b],
+                                       traj.intervene_flags[t, b]))
+                    ep['steps'].append(step_id)
+                    if traj.curr_obs is not None:
+                        ep['obs'].append(_env_obs(traj.curr_obs, t, b))
+                    if bool(traj.dones[e * (chunks + 1) + 1 + l, b].any()):
+                        final = _env_obs(traj.next_obs, t, b) if traj.next_obs is not None else None
+                        outputs.extend(self._close_episode(source_id, b, final_obs=final))
+        return outputs
+
+    def _close_episode(self, source_id: SourceId, env_index: int, final_obs) -> list[CollectorOutput]:
+        ep = self._open_episodes.pop((source_id, env_index), None)
+        if not ep or not ep['rows']:
+            return []
+        actions, rewards, dones, flags = (torch.stack(x) for x in zip(*ep['rows']))
+        success = bool((rewards >= self.plan.success_reward).any())
+        eid = self._episode_counter[source_id]
+        self._episode_counter[source_id] += 1
+        if self.plan.only_success and not success:
+            return []
+        obs = ep['obs'] + ([final_obs] if final_obs is not None else []) if ep['obs'] else None
+        episode = Episode(source_id, env_index, eid, success, actions, rewards, dones, flags, obs, ep['steps'])
+        return [CollectorOutput('lerobot', ep['steps'][-1], source_id, episode=episode)]
+
+    def open_episodes(self) -> dict[tuple[SourceId, int], int]:
+        """Chunks held per unfinished episode (they carry over to the next training step)."""
+        return {k: len(v['rows']) for k, v in self._open_episodes.items()}
+
+
+def _env_obs(obs: dict, t: int, b: int) -> dict:
+    return tree_map(lambda x: x[t][b], obs)
+
+
+def _mix_seed(*values: int) -> int:
+    h = 1469598103934665603
+    for v in values:
+        h = ((h ^ (v & 0xFFFFFFFFFFFF)) * 1099511628211) & 0x7FFFFFFFFFFFFFFF
+    return h
+
+
+__all__ = ['TrajectoryPlan', 'TrajectoryCollector', 'CollectorOutput', 'Episode']

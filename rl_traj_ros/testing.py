@@ -1,0 +1,73 @@
+"""Deterministic synthetic rollouts: the same parts for tests, benchmarks and smoke runs.
+
+A seeded generator stands in for env and policy so that any consumer (in-process core,
+ROS pipeline, replay buffer) can be checked tensor-for-tensor against the same ground truth.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import torch
+
+from .core.schema import (EnvPart, EnvTransition, PolicyOutput, PolicyPart, TrajectoryKey,
+                          TrajectorySource)
+
+
+@dataclass
+class SyntheticSpec:
+    num_epochs: int = 2
+    chunks_per_epoch: int = 3
+    sources: tuple = ((0, 0), (1, 0))
+    envs_per_source: int = 2
+    chunk: int = 2          # C
+    action_dim: int = 7     # A
+    state_dim: int = 8
+    image_hw: Optional[tuple[int, int]] = None  # (H, W) for main_images / extra_view_images
+    num_extra_views: int = 1
+    step_id: int = 0
+    seed: int = 0
+    done_prob: float = 0.2
+    intervene_prob: float = 0.2
+    with_reward_model: bool = False
+
+
+def _obs(g: torch.Generator, spec: SyntheticSpec, rows: int) -> dict:
+    obs = {'states': torch.randn(rows, spec.state_dim, generator=g),
+           'task_descriptions': [f'pick the cube #{int(x)}' for x in torch.randint(0, 9, (rows,), generator=g)]}
+    if spec.image_hw is not None:
+        h, w = spec.image_hw
+        obs['main_images'] = torch.randint(0, 256, (rows, h, w, 3), generator=g, dtype=torch.uint8)
+        obs['extra_view_images'] = torch.randint(0, 256, (rows, spec.num_extra_views, h, w, 3), generator=g,
+                                                 dtype=torch.uint8)
+    return obs
+
+
+def make_parts(spec: SyntheticSpec) -> Iterator[tuple[PolicyPart, EnvPart]]:
+    """Yield (PolicyPart, completed EnvPart) per key in rollout order."""
+    g = torch.Generator().manual_seed(spec.seed)
+    b, c, a = spec.envs_per_source, spec.chunk, spec.action_dim
+    for epoch in range(spec.num_epochs):
+        for chunk_id in range(spec.chunks_per_epoch):
+            for (env_rank, stage_id) in spec.sources:
+                key = TrajectoryKey(spec.step_id, epoch, env_rank, stage_id, chunk_id)
+                src = [TrajectorySource(key, b, 0)]
+                action = torch.rand(b, c * a, generator=g) * 2 - 1
+                out = PolicyOutput({'action': action, 'model_action': action.clone()},
+                                   prev_logprobs=torch.randn(b, c * a, generator=g),
+                                   prev_values=torch.randn(b, 1, generator=g),
+                                   versions=torch.full((b, c), 3, dtype=torch.int64))
+                pol = PolicyPart(src, _obs(g, spec, b), output=out)
+                dones = torch.rand(b, c, generator=g) < spec.done_prob
+                term = dones & (torch.rand(b, c, generator=g) < 0.5)
+                trunc = dones & ~term
+                tr = EnvTransition(rewards=torch.rand(b, c, generator=g), dones=dones, terminations=term,
+                                   truncations=trunc,
+                                   intervene_actions=torch.rand(b, c * a, generator=g) * 2 - 1,
+                                   intervene_flags=torch.rand(b, c, generator=g) < spec.intervene_prob,
+                                   reward_model_output=torch.rand(b, c, generator=g) if spec.with_reward_model else None)
+                last = chunk_id == spec.chunks_per_epoch - 1
+                env = EnvPart(src, tr, next_obs=_obs(g, spec, b) if last else None, requires_inference=last,
+                              initial_transition=EnvTransition.zeros(b, c, a) if chunk_id == 0 else None)
+                values = torch.randn(b, 1, generator=g) if last else None
+                yield pol, env.complete(values=values)

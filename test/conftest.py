@@ -1,0 +1,25 @@
+"""Test isolation: every run gets its own DDS domain on localhost only.
+
+Other processes on the machine use DDS too; a unique ROS_DOMAIN_ID per run (and per
+xdist worker) keeps their traffic and ours apart. Subprocesses inherit the environment.
+"""
+import os
+import random
+
+import pytest
+
+if 'RL_TRAJ_ROS_TEST_DOMAIN' not in os.environ:
+    os.environ['RL_TRAJ_ROS_TEST_DOMAIN'] = str(random.Random(os.getpid() ^ int.from_bytes(os.urandom(4), 'little'))
+                                                .randint(10, 200))
+os.environ['ROS_DOMAIN_ID'] = os.environ['RL_TRAJ_ROS_TEST_DOMAIN']
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+os.environ.setdefault('MUJOCO_GL', 'egl')
+
+
+@pytest.fixture
+def rclpy_context():
+    import rclpy
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    ctx.try_shutdown()

@@ -1,0 +1,61 @@
+"""Helpers to run real ROS 2 processes from tests and always stop them."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def ros_process(args, ready_line='ready', timeout=30.0, env=None):
+    """Start a python process in this DDS domain; wait for its ready line; SIGINT it after."""
+    p = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env={**os.environ, **(env or {})}, start_new_session=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + timeout
+        while ready_line:
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError(f'process {args} exited before ready:\n' + ''.join(lines))
+            lines.append(line)
+            if ready_line in line:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f'process {args} not ready:\n' + ''.join(lines))
+        yield p
+    finally:
+        stop_process(p)
+
+
+def stop_process(p, grace=10.0):
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        except ProcessLookupError:
+            pass
+
+
+def spin_until(executor, predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        executor.spin_once(timeout_sec=0.05)
+    return True
+
+
+def wait_matched(executor, endpoints, timeout=20.0):
+    """Wait until every publisher has a subscriber (and subscription a publisher)."""
+    def matched():
+        return all((e.get_subscription_count() if hasattr(e, 'get_subscription_count') else e.get_publisher_count())
+                   >= 1 for e in endpoints)
+    return spin_until(executor, matched, timeout)
