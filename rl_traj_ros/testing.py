@@ -30,6 +30,7 @@ class SyntheticSpec:
     done_prob: float = 0.2
     intervene_prob: float = 0.2
     with_reward_model: bool = False
+    keep_next_obs: bool = True  # the policy node keeps next_obs when transitions are collected
 
 
 def _obs(g: torch.Generator, spec: SyntheticSpec, rows: int) -> dict:
@@ -48,6 +49,8 @@ def make_parts(spec: SyntheticSpec) -> Iterator[tuple[PolicyPart, EnvPart]]:
     g = torch.Generator().manual_seed(spec.seed)
     b, c, a = spec.envs_per_source, spec.chunk, spec.action_dim
     for epoch in range(spec.num_epochs):
+        # obs[l] is what request l carries; obs[L] the epoch's final observation.
+        obs = {src: [_obs(g, spec, b) for _ in range(spec.chunks_per_epoch + 1)] for src in spec.sources}
         for chunk_id in range(spec.chunks_per_epoch):
             for (env_rank, stage_id) in spec.sources:
                 key = TrajectoryKey(spec.step_id, epoch, env_rank, stage_id, chunk_id)
@@ -57,7 +60,7 @@ def make_parts(spec: SyntheticSpec) -> Iterator[tuple[PolicyPart, EnvPart]]:
                                    prev_logprobs=torch.randn(b, c * a, generator=g),
                                    prev_values=torch.randn(b, 1, generator=g),
                                    versions=torch.full((b, c), 3, dtype=torch.int64))
-                pol = PolicyPart(src, _obs(g, spec, b), output=out)
+                pol = PolicyPart(src, obs[(env_rank, stage_id)][chunk_id], output=out)
                 dones = torch.rand(b, c, generator=g) < spec.done_prob
                 term = dones & (torch.rand(b, c, generator=g) < 0.5)
                 trunc = dones & ~term
@@ -66,8 +69,14 @@ def make_parts(spec: SyntheticSpec) -> Iterator[tuple[PolicyPart, EnvPart]]:
                                    intervene_actions=torch.rand(b, c * a, generator=g) * 2 - 1,
                                    intervene_flags=torch.rand(b, c, generator=g) < spec.intervene_prob,
                                    reward_model_output=torch.rand(b, c, generator=g) if spec.with_reward_model else None)
+                # A terminal chunk overrides next_obs with the pre-reset observation (the next
+                # request already shows the reset one); the epoch's last chunk and terminal chunks
+                # need a value for the bootstrap.
                 last = chunk_id == spec.chunks_per_epoch - 1
-                env = EnvPart(src, tr, next_obs=_obs(g, spec, b) if last else None, requires_inference=last,
+                terminal = bool(dones.any())
+                env = EnvPart(src, tr, next_obs=_obs(g, spec, b) if terminal else None,
+                              requires_inference=last or terminal,
                               initial_transition=EnvTransition.zeros(b, c, a) if chunk_id == 0 else None)
-                values = torch.randn(b, 1, generator=g) if last else None
-                yield pol, env.complete(values=values)
+                values = torch.randn(b, 1, generator=g) if (last or terminal) else None
+                yield pol, env.complete(next_obs=obs[(env_rank, stage_id)][chunk_id + 1], values=values,
+                                        keep_next_obs=spec.keep_next_obs)

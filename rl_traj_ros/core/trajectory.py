@@ -177,8 +177,13 @@ class Trajectory:
             values.extend(s.prev_values for s in ep)
             final = ep[-1].final_prev_values
             values.append(final[:, :1].to(torch.float32) if final is not None else torch.zeros_like(ep[-1].prev_values))
-        opt = {f: tree_stack([getattr(s, f) for s in steps]) if getattr(steps[0], f) is not None else None
-               for f in _DICT_FIELDS}
+        opt = {}
+        for f in _DICT_FIELDS:
+            present = [getattr(s, f) is not None for s in steps]
+            if any(present) and not all(present):
+                raise MalformedPartError(f'{f} is present on {sum(present)} of {len(steps)} chunks; a time-major '
+                                         'field needs every chunk (complete EnvParts with keep_next_obs)')
+            opt[f] = tree_stack([getattr(s, f) for s in steps]) if all(present) else None
         return cls(**stacked, **{f: torch.stack(v) for f, v in boundary.items()},
                    prev_values=torch.stack(values), num_epochs=num_epochs, **opt,
                    keys=[s.key for s in steps])
