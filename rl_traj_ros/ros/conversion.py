@@ -8,6 +8,7 @@ field's ``array.array`` without copying, and ``torch.from_numpy`` shares that me
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -55,13 +56,43 @@ def _as_numpy(x: ArrayLike) -> tuple[np.ndarray, str]:
     return arr, name
 
 
+def _probe_zero_copy_assignment() -> bool:
+    """Whether this rclpy's C converter takes a numpy buffer in ``Tensor._data`` unchanged.
+
+    The generated setter of a ``uint8[]`` field copies (``array.array('B', value)``), so the
+    public path costs tobytes() + that copy. The private slot skips both; the C side reads
+    any buffer-protocol object. It is private API, so it is used only if a serialize round
+    trip proves it right on this installation, and the public setter is the fallback.
+    """
+    try:
+        from rclpy.serialization import deserialize_message, serialize_message
+        probe = np.arange(300, dtype=np.uint8)
+        m = M.Tensor(name='probe', dtype='uint8', shape=[300])
+        m._data = probe
+        back = deserialize_message(serialize_message(m), M.Tensor)
+        return bytes(back.data) == probe.tobytes()
+    except Exception:  # noqa: BLE001 - any failure means: use the public setter
+        return False
+
+
+ZERO_COPY_ASSIGN = os.environ.get('RL_TRAJ_ROS_SAFE_ASSIGN') != '1' and _probe_zero_copy_assignment()
+
+
 def to_tensor_msg(x: ArrayLike, name: str = '', out: Optional[M.Tensor] = None) -> M.Tensor:
+    """Encode without copying the payload in Python when the installation allows it.
+
+    On the zero-copy path the message references the tensor's memory until it is
+    published (publish() serializes synchronously): do not mutate the tensor in between.
+    """
     arr, dtype = _as_numpy(x)
     m = out if out is not None else M.Tensor()
     m.name = name
     m.dtype = dtype
     m.shape = arr.shape
-    m.data = arr.tobytes()
+    if ZERO_COPY_ASSIGN:
+        m._data = arr.reshape(-1).view(np.uint8)
+    else:
+        m.data = arr.tobytes()
     return m
 
 
