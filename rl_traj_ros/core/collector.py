@@ -193,22 +193,30 @@ class TrajectoryCollector:
             t = Trajectory.from_steps(by_source[sid], 1)
             t.advantages, t.returns = compute_gae(t.rewards, t.prev_values, t.dones, 1, plan.gamma, plan.gae_lambda)
             parts.append(t)
-        whole = Trajectory.cat_envs(parts)
-        rows_per_actor = whole.num_envs // plan.num_actors
+        total = sum(t.num_envs for t in parts)
+        rows_per_actor = total // plan.num_actors
         mb = plan.micro_batch_size or rows_per_actor
+        starts = [0]
+        for t in parts:
+            starts.append(starts[-1] + t.num_envs)
         outputs = []
         for actor in range(plan.num_actors):
-            mine = whole.select_envs(actor * rows_per_actor, (actor + 1) * rows_per_actor)
+            lo, hi = actor * rows_per_actor, (actor + 1) * rows_per_actor
+            # slices of every source overlapping [lo, hi): a view when one source covers it
+            pieces = [t.select_envs(max(lo, a) - a, min(hi, b) - a)
+                      for t, a, b in zip(parts, starts, starts[1:]) if a < hi and lo < b]
+            mine = pieces[0] if len(pieces) == 1 else Trajectory.cat_envs(pieces)
             if plan.normalize_advantages:
                 a = mine.advantages
                 mine.advantages = (a - a.mean()) / torch.sqrt(a.var(unbiased=False) + 1e-5)
-            order = torch.arange(rows_per_actor)
             if plan.shuffle_micro_batches:
                 g = torch.Generator().manual_seed(_mix_seed(plan.seed, actor, step_id, epoch_id))
                 order = torch.randperm(rows_per_actor, generator=g)
-            for i in range(rows_per_actor // mb):
-                outputs.append(CollectorOutput('pipeline', step_id, None, trajectory=mine.index_envs(order[i * mb:(i + 1) * mb]),
-                                               epoch_id=epoch_id, actor_rank=actor, micro_batch=i))
+                batches = [mine.index_envs(order[i * mb:(i + 1) * mb]) for i in range(rows_per_actor // mb)]
+            else:
+                batches = [mine.select_envs(i * mb, (i + 1) * mb) for i in range(rows_per_actor // mb)]
+            outputs.extend(CollectorOutput('pipeline', step_id, None, trajectory=t, epoch_id=epoch_id, actor_rank=actor,
+                                           micro_batch=i) for i, t in enumerate(batches))
         return outputs
 
     def _flush_lerobot(self, scope, steps) -> list[CollectorOutput]:

@@ -203,6 +203,8 @@ class PolicyPart:
 
     @staticmethod
     def merge(parts: Sequence['PolicyPart']) -> 'PolicyPart':
+        if len(parts) == 1:  # the common unrouted case: nothing to concatenate, no copy
+            return parts[0]
         outs = [p.output for p in parts]
         if any(o is None for o in outs) and not all(o is None for o in outs):
             raise MalformedPartError('cannot merge fragments with and without a policy output')
@@ -343,6 +345,8 @@ class EnvPart:
 
     @staticmethod
     def merge(parts: Sequence['EnvPart']) -> 'EnvPart':
+        if len(parts) == 1:
+            return parts[0]
         inits = [p.initial_transition for p in parts]
         if any(i is None for i in inits) and not all(i is None for i in inits):
             raise MalformedPartError('initial_transition is present in some fragments only')
