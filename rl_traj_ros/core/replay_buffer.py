@@ -1,0 +1,465 @@
+"""TrajectoryReplayBuffer: whole [T, B, ...] trajectories on disk, sampled per chunk (spec §6).
+
+Composed like torchrl's buffers from small parts: an index (``trajectory_index.json`` +
+``metadata.json``, kept apart from the data), a storage of one file per trajectory, a FIFO
+cache of the newest flattened trajectories, one writer thread with a bounded queue, and a
+window sampler. Trajectories stay whole (many episodes each); sampling flattens them
+time-major to ``[T*B, ...]`` and draws uniformly over the samples of the window.
+
+Delivery guarantee: ``add_trajectories`` returns once a trajectory is queued; it is
+*acknowledged* (durable) once ``flush()`` returned or ``on_durable`` was called for it.
+Files and index are written atomically and the index only lists complete files, so after a
+crash at any moment the directory loads and holds every acknowledged trajectory.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import threading
+import uuid as uuidlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence, Union
+
+import torch
+
+from .storage import (FORMATS, BufferFileError, atomic_write_json, load_trajectory, read_json, save_trajectory,
+                      trajectory_filename)
+from .trajectory import Trajectory
+
+INDEX_FILE = 'trajectory_index.json'
+METADATA_FILE = 'metadata.json'
+BUFFER_VERSION = 1
+
+TrajectoryLike = Union[Trajectory, dict]
+
+
+@dataclass
+class TrajectoryEntry:
+    """What the index knows of one trajectory without opening its file."""
+
+    uuid: str
+    trajectory_id: int
+    num_samples: int
+    shape: list[int]             # [T, B]
+    max_episode_length: int      # longest run of chunks between dones (T if none)
+    directory: Optional[Path] = None  # where its file lives; None: memory only
+
+    def to_json(self) -> dict:
+        return {'uuid': self.uuid, 'trajectory_id': self.trajectory_id, 'num_samples': self.num_samples,
+                'shape': self.shape, 'max_episode_length': self.max_episode_length}
+
+    @classmethod
+    def from_json(cls, d: dict, directory: Path, where: Path) -> 'TrajectoryEntry':
+        try:
+            return cls(str(d['uuid']), int(d['trajectory_id']), int(d['num_samples']), [int(x) for x in d['shape']],
+                       int(d['max_episode_length']), directory)
+        except (KeyError, TypeError, ValueError) as e:
+            raise BufferFileError(f'index file {where} has a corrupt entry {d!r}: {e}') from None
+
+
+# -- flattening ---------------------------------------------------------------------------------
+def flatten_trajectory(traj: TrajectoryLike) -> tuple[dict[str, torch.Tensor], list[int], int]:
+    """[T, B, ...] fields -> [T*B, ...] (time-major), plus [T, B] and the max episode length.
+
+    A ``Trajectory``'s boundary fields ([T+E, B, ...]) are aligned to chunks first: each
+    chunk keeps its post-chunk ``dones``/``terminations``/``truncations``, its ``prev_values``
+    V(s_t), and gains ``next_values`` V(s_t+1), so every row is a complete transition.
+    """
+    if isinstance(traj, Trajectory):
+        fields = _chunk_aligned(traj)
+    elif isinstance(traj, dict):
+        fields = dict(traj)
+    else:
+        raise TypeError(f'expected a Trajectory or a dict of [T, B, ...] tensors, got {type(traj).__name__}')
+    if not fields:
+        raise ValueError('trajectory has no fields')
+    t_b = None
+    for k, v in fields.items():
+        if not isinstance(v, torch.Tensor) or v.dim() < 2:
+            raise ValueError(f'trajectory field {k!r} must be a tensor of shape [T, B, ...]')
+        if t_b is None:
+            t_b = list(v.shape[:2])
+        elif list(v.shape[:2]) != t_b:
+            raise ValueError(f'trajectory field {k!r} has leading shape {list(v.shape[:2])}, expected {t_b}')
+    t, b = t_b
+    flat = {k: v.detach().to('cpu').contiguous().reshape(t * b, *v.shape[2:]) for k, v in fields.items()}
+    return flat, t_b, _max_episode_length(fields.get('dones'), t)
+
+
+def _chunk_aligned(traj: Trajectory) -> dict[str, torch.Tensor]:
+    e, l = traj.num_epochs, traj.chunks_per_epoch
+    after = torch.tensor([ep * (l + 1) + 1 + c for ep in range(e) for c in range(l)])
+    before = after - 1
+    out = {}
+    for name, v in traj.to_dict().items():
+        if name in ('dones', 'terminations', 'truncations'):
+            out[name] = v.index_select(0, after)
+        elif name == 'prev_values':
+            out[name] = v.index_select(0, before)
+            out['next_values'] = v.index_select(0, after)
+        elif isinstance(v, torch.Tensor):
+            out[name] = v
+    return out
+
+
+def _max_episode_length(dones: Optional[torch.Tensor], t: int) -> int:
+    if dones is None:
+        return t
+    d = dones.reshape(dones.shape[0], dones.shape[1], -1).any(-1)  # [T, B]
+    best = 0
+    for b in range(d.shape[1]):
+        run = 0
+        for x in d[:, b].tolist():
+            run += 1
+            if x:
+                best, run = max(best, run), 0
+        best = max(best, run)
+    return best
+
+
+def locate(idx: torch.Tensor, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Global sample indices -> (trajectory position, row inside it), vectorised."""
+    ends = torch.cumsum(sizes, 0)
+    which = torch.bucketize(idx, ends, right=True)
+    return which, idx - (ends - sizes)[which]
+
+
+# -- parts ---------------------------------------------------------------------------------------
+class TrajectoryCache:
+    """FIFO cache of the newest flattened trajectories (id -> field dict)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._items: OrderedDict[int, dict] = OrderedDict()
+
+    def put(self, tid: int, data: dict) -> None:
+        if self.capacity <= 0:
+            return
+        self._items[tid] = data
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def get(self, tid: int) -> Optional[dict]:
+        return self._items.get(tid)
+
+    def ids(self) -> list[int]:
+        return list(self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+class _Writer:
+    """The one writer thread. A bounded queue gives backpressure instead of unbounded memory."""
+
+    def __init__(self, max_pending: int, write: Callable[[int, dict], None]):
+        self._q: queue.Queue = queue.Queue(maxsize=max(1, max_pending))
+        self._write = write
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name='replay-buffer-writer', daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            try:
+                if item is None:
+                    return
+                if self.error is None:
+                    self._write(*item)
+            except BaseException as e:  # noqa: BLE001 - surfaced on the caller's next call
+                self.error = e
+            finally:
+                self._q.task_done()
+
+    def submit(self, tid: int, data: dict) -> None:
+        self._q.put((tid, data))  # blocks while the queue is full
+
+    def join(self) -> None:
+        self._q.join()
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._thread.join()
+
+
+# -- the buffer ----------------------------------------------------------------------------------
+class TrajectoryReplayBuffer:
+    """Trajectory-level replay buffer with windowed sampling, checkpoints and sharded loading.
+
+    ``enable_cache``/``cache_size``: FIFO cache of the newest flattened trajectories; disk
+    reads of the others are memory-mapped (``pt``) so ``sample`` reads only sampled rows.
+    ``sample_window_size``: sample from the last N trajectories (0 = all). Without
+    ``auto_save`` nothing goes to disk and only the window is kept in memory.
+    ``max_pending_writes``: trajectories queued for the writer before ``add`` blocks.
+    ``max_open_files``: memory-mapped trajectory files kept open between ``sample`` calls.
+    """
+
+    def __init__(self, seed: int = 1234, enable_cache: bool = True, cache_size: int = 5,
+                 sample_window_size: int = 100, auto_save: bool = False, auto_save_path: Optional[str] = None,
+                 trajectory_format: str = 'pt', max_pending_writes: int = 4, max_open_files: int = 256,
+                 on_durable: Optional[Callable[[int], None]] = None):
+        if trajectory_format not in FORMATS:
+            raise ValueError(f'trajectory_format must be one of {FORMATS}, got {trajectory_format!r}')
+        if sample_window_size < 0 or cache_size < 0:
+            raise ValueError('sample_window_size and cache_size must be >= 0')
+        if auto_save and not auto_save_path:
+            raise ValueError('auto_save=True needs auto_save_path')
+        self.seed = seed
+        self.enable_cache = enable_cache
+        self.cache_size = cache_size
+        self.sample_window_size = sample_window_size
+        self.auto_save = auto_save
+        self.auto_save_path = Path(auto_save_path) if auto_save_path else None
+        self.trajectory_format = trajectory_format
+        self.max_open_files = max_open_files
+        self.on_durable = on_durable
+        self._lock = threading.RLock()
+        self._generator = torch.Generator().manual_seed(seed)
+        self._entries: list[TrajectoryEntry] = []          # insertion order
+        self._memory: dict[int, dict] = {}                   # no auto_save: the kept trajectories
+        self._pending: dict[int, dict] = {}                  # queued for the writer, not yet durable
+        self._cache = TrajectoryCache(cache_size if enable_cache else 0)
+        self._open: OrderedDict[int, dict] = OrderedDict()   # mmap handles (LRU)
+        self._counter = 0
+        self._total_samples = 0
+        self._closed = False
+        self._writer: Optional[_Writer] = None
+        if auto_save:
+            self.auto_save_path.mkdir(parents=True, exist_ok=True)
+            self._adopt_existing(self.auto_save_path)
+            self._writer = _Writer(max_pending_writes, self._write_one)
+
+    # -- size ----------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def total_samples(self) -> int:
+        return self._total_samples
+
+    @property
+    def trajectory_ids(self) -> list[int]:
+        return [e.trajectory_id for e in self._entries]
+
+    # -- adding ----------------------------------------------------------------------------------
+    def add_trajectories(self, trajectories: Iterable[TrajectoryLike]) -> list[int]:
+        """Queue trajectories; returns their ids. Blocks while the writer queue is full."""
+        self._check_open()
+        ids = []
+        for traj in trajectories:
+            flat, shape, max_len = flatten_trajectory(traj)
+            with self._lock:
+                tid = self._counter
+                self._counter += 1
+                entry = TrajectoryEntry(str(uuidlib.uuid4()), tid, shape[0] * shape[1], shape, max_len,
+                                        self.auto_save_path if self.auto_save else None)
+                self._entries.append(entry)
+                self._total_samples += entry.num_samples
+                self._cache.put(tid, flat)
+                if self.auto_save:
+                    self._pending[tid] = flat
+                else:
+                    self._memory[tid] = flat
+                    self._trim_memory()
+            if self._writer is not None:
+                self._writer.submit(tid, flat)
+            ids.append(tid)
+        return ids
+
+    def _trim_memory(self) -> None:
+        """Without auto_save only the sampling window can ever be sampled: keep just that."""
+        if self.sample_window_size and len(self._entries) > self.sample_window_size:
+            for e in self._entries[:-self.sample_window_size]:
+                self._memory.pop(e.trajectory_id, None)
+                self._total_samples -= e.num_samples
+            self._entries = self._entries[-self.sample_window_size:]
+
+    def _write_one(self, tid: int, flat: dict) -> None:
+        save_trajectory(self.auto_save_path / trajectory_filename(tid, self.trajectory_format), flat,
+                        self.trajectory_format)
+        with self._lock:
+            self._pending.pop(tid, None)
+            durable = [e for e in self._entries if e.trajectory_id not in self._pending]
+            counter = self._counter
+        # index + metadata only after the file is complete; they list durable files only
+        self._write_index(self.auto_save_path, durable, counter)
+        if self.on_durable is not None:
+            self.on_durable(tid)
+
+    def flush(self) -> None:
+        """Wait until every queued trajectory is on disk (acknowledged); re-raise writer errors."""
+        if self._writer is not None:
+            self._writer.join()
+            if self._writer.error is not None:
+                err, self._writer.error = self._writer.error, None
+                raise RuntimeError(f'replay buffer writer failed: {err}') from err
+
+    # -- sampling --------------------------------------------------------------------------------
+    def _window(self) -> list[TrajectoryEntry]:
+        w = self.sample_window_size
+        return self._entries[-w:] if w and len(self._entries) > w else list(self._entries)
+
+    def sample(self, num_chunks: int) -> dict[str, torch.Tensor]:
+        """``num_chunks`` rows drawn uniformly over the window's samples: {field: [n, ...]}."""
+        self._check_open()
+        if self._writer is not None and self._writer.error is not None:
+            self.flush()
+        with self._lock:
+            window = self._window()
+            if not window:
+                raise RuntimeError('cannot sample from an empty replay buffer')
+            sizes = torch.tensor([e.num_samples for e in window])
+            idx = torch.randint(int(sizes.sum()), (num_chunks,), generator=self._generator)
+            which, rows = locate(idx, sizes)
+            out: dict[str, torch.Tensor] = {}
+            for pos in torch.unique(which).tolist():
+                mask = (which == pos).nonzero().squeeze(1)
+                data = self._fetch(window[pos])               # at most one read per call
+                r = rows[mask]
+                for k, v in data.items():
+                    if k not in out:
+                        out[k] = torch.empty((num_chunks, *v.shape[1:]), dtype=v.dtype)
+                    out[k].index_copy_(0, mask, v.index_select(0, r))
+            return out
+
+    def _fetch(self, e: TrajectoryEntry) -> dict:
+        tid = e.trajectory_id
+        for source in (self._cache.get(tid), self._pending.get(tid), self._memory.get(tid), self._open.get(tid)):
+            if source is not None:
+                if tid in self._open:
+                    self._open.move_to_end(tid)
+                return source
+        if e.directory is None:
+            raise RuntimeError(f'trajectory {tid} is neither in memory nor on disk')
+        data = load_trajectory(e.directory / trajectory_filename(tid, self.trajectory_format), self.trajectory_format)
+        if self.trajectory_format == 'pt' and self.max_open_files > 0:
+            self._open[tid] = data
+            while len(self._open) > self.max_open_files:
+                self._open.popitem(last=False)
+        return data
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def save_checkpoint(self, save_path: str) -> None:
+        """Write the kept trajectories (auto_save: the sampling window) + index + metadata.
+
+        The running buffer is not changed.
+        """
+        self._check_open()
+        self.flush()
+        dest = Path(save_path)
+        dest.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            entries = self._window() if self.auto_save else list(self._entries)
+            counter = self._counter
+        for e in entries:
+            name = trajectory_filename(e.trajectory_id, self.trajectory_format)
+            if e.directory is not None:
+                src = e.directory / name
+                if src.resolve() != (dest / name).resolve():
+                    tmp = dest / f'.{name}.copy.tmp'
+                    shutil.copyfile(src, tmp)
+                    os.replace(tmp, dest / name)
+            else:
+                save_trajectory(dest / name, self._memory[e.trajectory_id], self.trajectory_format)
+        self._write_index(dest, entries, counter)
+
+    def load_checkpoint(self, load_path: str, is_distributed: bool = False, local_rank: int = 0,
+                        world_size: int = 1) -> None:
+        """Replace the buffer's contents by a checkpoint (this rank's shard if distributed)."""
+        self._check_open()
+        src = Path(load_path)
+        meta, entries = self._read_index(src)
+        if is_distributed:
+            if world_size < 1:
+                raise ValueError(f'world_size must be >= 1, got {world_size}')
+            if not 0 <= local_rank < world_size:
+                raise ValueError(f'local_rank {local_rank} is out of range for world_size {world_size}')
+            n = len(entries)
+            lo, hi = local_rank * n // world_size, (local_rank + 1) * n // world_size
+            entries = entries[lo:hi]
+        for e in entries:  # fail before changing anything
+            f = src / trajectory_filename(e.trajectory_id, self.trajectory_format)
+            if not f.is_file():
+                raise BufferFileError(f'trajectory file {f} listed in {src / INDEX_FILE} is missing')
+        self.flush()
+        with self._lock:
+            self._entries = entries
+            self._total_samples = sum(e.num_samples for e in entries)
+            self._counter = max(self._counter, int(meta['trajectory_counter']))
+            self._cache.clear()
+            self._open.clear()
+            self._memory.clear()
+            if not self.auto_save:
+                for e in entries:
+                    self._memory[e.trajectory_id] = {k: v.clone() for k, v in load_trajectory(
+                        src / trajectory_filename(e.trajectory_id, self.trajectory_format), self.trajectory_format,
+                        mmap=False).items()}
+                    e.directory = None
+
+    # -- index files -----------------------------------------------------------------------------
+    def _write_index(self, directory: Path, entries: Sequence[TrajectoryEntry], counter: int) -> None:
+        atomic_write_json(directory / INDEX_FILE, {'trajectory_ids': [e.trajectory_id for e in entries],
+                                                   'trajectories': {str(e.trajectory_id): e.to_json()
+                                                                    for e in entries}})
+        atomic_write_json(directory / METADATA_FILE, {
+            'version': BUFFER_VERSION, 'trajectory_format': self.trajectory_format, 'seed': self.seed,
+            'size': len(entries), 'total_samples': sum(e.num_samples for e in entries),
+            'trajectory_counter': counter, 'sample_window_size': self.sample_window_size})
+
+    def _read_index(self, directory: Path) -> tuple[dict, list[TrajectoryEntry]]:
+        meta = read_json(directory / METADATA_FILE, 'metadata')
+        where = directory / METADATA_FILE
+        if not isinstance(meta, dict) or 'trajectory_format' not in meta or 'trajectory_counter' not in meta:
+            raise BufferFileError(f'metadata file {where} is corrupt: missing trajectory_format/trajectory_counter')
+        if meta['trajectory_format'] != self.trajectory_format:
+            raise BufferFileError(f"format mismatch: {where} says {meta['trajectory_format']!r}, this buffer "
+                                  f'uses {self.trajectory_format!r}')
+        index = read_json(directory / INDEX_FILE, 'index')
+        try:
+            entries = [TrajectoryEntry.from_json(index['trajectories'][str(i)], directory, directory / INDEX_FILE)
+                       for i in index['trajectory_ids']]
+        except (KeyError, TypeError) as e:
+            raise BufferFileError(f'index file {directory / INDEX_FILE} is corrupt: {e!r}') from None
+        return meta, entries
+
+    def _adopt_existing(self, directory: Path) -> None:
+        """Re-running into the same directory appends: ids continue, nothing is overwritten."""
+        for stale in directory.glob('.*.tmp'):
+            stale.unlink(missing_ok=True)  # torn temp files of a crashed writer
+        ids_on_disk = [int(p.stem.split('_')[1]) for p in directory.glob(f'trajectory_*.{self.trajectory_format}')
+                       if p.stem.split('_')[1].isdigit()]
+        if (directory / METADATA_FILE).exists() or (directory / INDEX_FILE).exists():
+            meta, entries = self._read_index(directory)
+            self._entries = entries
+            self._total_samples = sum(e.num_samples for e in entries)
+            self._counter = int(meta['trajectory_counter'])
+        # files written but never indexed (crash between rename and index) are not reused
+        self._counter = max([self._counter] + [i + 1 for i in ids_on_disk])
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError('replay buffer is closed')
+
+    def close(self) -> None:
+        """Flush pending writes and stop the writer thread; safe to call twice."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            if self._writer is not None:
+                self._writer.close()
+            self._open.clear()
+            self._cache.clear()
+
+    def __enter__(self) -> 'TrajectoryReplayBuffer':
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

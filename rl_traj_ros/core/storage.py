@@ -1,0 +1,93 @@
+"""Atomic files and the two trajectory file formats of the replay buffer.
+
+Every file is written to a temporary name in the same directory, fsynced and renamed, so a
+crash at any moment leaves either the old file or the complete new one, never a torn one.
+
+Trust model: ``pt`` files are loaded with ``torch.load(weights_only=True)``, which
+refuses arbitrary objects, so a ``pt`` buffer from an untrusted source cannot run code.
+``pkl`` files are unpickled, which CAN run arbitrary code: load ``pkl`` buffers only from
+sources you trust (your own collection runs).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+FORMATS = ('pt', 'pkl')
+
+
+class BufferFileError(RuntimeError):
+    """A buffer file is missing, corrupt or of the wrong format; the message names it."""
+
+
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = True) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    try:
+        with os.fdopen(fd, 'wb' if binary else 'w') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write(path, lambda f: json.dump(obj, f, indent=1, sort_keys=True), binary=False)
+
+
+def read_json(path: Path, what: str) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise BufferFileError(f'{what} file {path} is missing')
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BufferFileError(f'{what} file {path} is corrupt: {e}') from None
+
+
+def trajectory_filename(trajectory_id: int, fmt: str) -> str:
+    return f'trajectory_{trajectory_id:08d}.{fmt}'
+
+
+def save_trajectory(path: Path, data: dict[str, torch.Tensor], fmt: str) -> None:
+    if fmt == 'pt':
+        atomic_write(path, lambda f: torch.save(data, f))
+    elif fmt == 'pkl':
+        arrays = {k: (v.view(torch.int16).numpy(), 'bfloat16') if v.dtype == torch.bfloat16 else (v.numpy(), None)
+                  for k, v in data.items()}
+        atomic_write(path, lambda f: pickle.dump(arrays, f, protocol=5))
+    else:
+        raise ValueError(f'trajectory_format must be one of {FORMATS}, got {fmt!r}')
+
+
+def load_trajectory(path: Path, fmt: str, mmap: bool = True) -> dict[str, torch.Tensor]:
+    """``pt`` is memory-mapped: sampling reads only the pages of the rows it takes."""
+    path = Path(path)
+    if not path.is_file():
+        raise BufferFileError(f'trajectory file {path} is missing')
+    try:
+        if fmt == 'pt':
+            data = torch.load(path, mmap=mmap, weights_only=True, map_location='cpu')
+        else:
+            with open(path, 'rb') as f:
+                arrays = pickle.load(f)  # trusted data only (see module docstring)
+            data = {k: torch.from_numpy(np.asarray(a)).view(torch.bfloat16) if tag == 'bfloat16'
+                    else torch.from_numpy(np.asarray(a)) for k, (a, tag) in arrays.items()}
+    except Exception as e:  # noqa: BLE001 - any decoding failure is a corrupt file
+        raise BufferFileError(f'trajectory file {path} is corrupt or not a {fmt} trajectory: {e}') from None
+    if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
+        raise BufferFileError(f'trajectory file {path} does not hold a dict of tensors')
+    return data

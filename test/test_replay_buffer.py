@@ -1,0 +1,274 @@
+"""TrajectoryReplayBuffer: the spec's worked example, sampling, cache, crash safety, errors."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from rl_traj_ros.core import replay_buffer as rb
+from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
+from rl_traj_ros.core.replay_buffer import TrajectoryCache, TrajectoryReplayBuffer, flatten_trajectory, locate
+from rl_traj_ros.core.storage import BufferFileError
+from rl_traj_ros.testing import SyntheticSpec, make_parts
+
+
+def traj(tid, t=3, b=2):
+    """A [T, B, ...] dict whose 'gid' field names every row globally: (tid, t, b)."""
+    g = torch.Generator().manual_seed(tid)
+    gid = torch.tensor([[tid * 10000 + i * 100 + j for j in range(b)] for i in range(t)])
+    return {'gid': gid, 'actions': torch.randn(t, b, 7, generator=g),
+            'obs/image': torch.randint(0, 255, (t, b, 4, 4, 3), generator=g, dtype=torch.uint8),
+            'dones': torch.zeros(t, b, 1, dtype=torch.bool)}
+
+
+@pytest.mark.parametrize('fmt', ['pt', 'pkl'])
+def test_spec_worked_example(tmp_path, fmt):
+    buf = TrajectoryReplayBuffer(seed=0, sample_window_size=2, auto_save=False, trajectory_format=fmt)
+    assert buf.add_trajectories([traj(i) for i in range(5)]) == [0, 1, 2, 3, 4]
+    before = (len(buf), buf.total_samples, buf.trajectory_ids)
+    buf.save_checkpoint(str(tmp_path / 'ckpt'))
+    assert (len(buf), buf.total_samples, buf.trajectory_ids) == before == (2, 12, [3, 4])  # unchanged
+    index = json.loads((tmp_path / 'ckpt' / 'trajectory_index.json').read_text())
+    meta = json.loads((tmp_path / 'ckpt' / 'metadata.json').read_text())
+    assert index['trajectory_ids'] == [3, 4]
+    assert meta['size'] == 2 and meta['total_samples'] == 12 and meta['trajectory_format'] == fmt
+    assert index['trajectories']['3']['num_samples'] == 6 and index['trajectories']['3']['shape'] == [3, 2]
+    for rank, expected in ((0, [3]), (1, [4])):
+        r = TrajectoryReplayBuffer(seed=0, sample_window_size=2, trajectory_format=fmt)
+        r.load_checkpoint(str(tmp_path / 'ckpt'), is_distributed=True, local_rank=rank, world_size=2)
+        assert r.trajectory_ids == expected and len(r) == 1 and r.total_samples == 6
+        assert set((r.sample(50)['gid'] // 10000).tolist()) == set(expected)
+    full = TrajectoryReplayBuffer(seed=0, sample_window_size=2, trajectory_format=fmt)
+    full.load_checkpoint(str(tmp_path / 'ckpt'))
+    assert full.trajectory_ids == [3, 4]
+    assert full.add_trajectories([traj(9)]) == [5]
+    got = full.sample(64)
+    assert torch.equal(got['actions'][got['gid'] == 40101], traj(4)['actions'][1, 1].expand(
+        int((got['gid'] == 40101).sum()), 7))
+
+
+def test_pt_and_pkl_save_the_same_range(tmp_path):
+    for fmt in ('pt', 'pkl'):
+        buf = TrajectoryReplayBuffer(sample_window_size=2, trajectory_format=fmt)
+        buf.add_trajectories([traj(i) for i in range(5)])
+        buf.save_checkpoint(str(tmp_path / fmt))
+    assert (json.loads((tmp_path / 'pt' / 'trajectory_index.json').read_text())['trajectory_ids']
+            == json.loads((tmp_path / 'pkl' / 'trajectory_index.json').read_text())['trajectory_ids'])
+
+
+def test_auto_save_checkpoint_copies_the_window(tmp_path):
+    with TrajectoryReplayBuffer(sample_window_size=2, auto_save=True, auto_save_path=str(tmp_path / 'auto')) as buf:
+        buf.add_trajectories([traj(i) for i in range(5)])
+        buf.save_checkpoint(str(tmp_path / 'ckpt'))
+        assert len(buf) == 5 and buf.total_samples == 30  # everything stays in the auto-save dir
+    assert sorted(p.name for p in (tmp_path / 'ckpt').glob('trajectory_*.pt')) == \
+        ['trajectory_00000003.pt', 'trajectory_00000004.pt']
+    meta = json.loads((tmp_path / 'ckpt' / 'metadata.json').read_text())
+    assert meta['size'] == 2 and meta['total_samples'] == 12 and meta['trajectory_counter'] == 5
+    assert len(list((tmp_path / 'auto').glob('trajectory_*.pt'))) == 5
+    auto_index = json.loads((tmp_path / 'auto' / 'trajectory_index.json').read_text())
+    assert auto_index['trajectory_ids'] == [0, 1, 2, 3, 4]
+
+
+def test_appending_to_an_existing_directory(tmp_path):
+    d = str(tmp_path / 'demos')
+    with TrajectoryReplayBuffer(auto_save=True, auto_save_path=d) as buf:
+        buf.add_trajectories([traj(i) for i in range(3)])
+    first = (tmp_path / 'demos' / 'trajectory_00000001.pt').read_bytes()
+    with TrajectoryReplayBuffer(auto_save=True, auto_save_path=d, sample_window_size=0) as buf:
+        assert buf.trajectory_ids == [0, 1, 2]
+        assert buf.add_trajectories([traj(7), traj(8)]) == [3, 4]
+        buf.flush()
+        assert set((buf.sample(400)['gid'] // 10000).tolist()) == {0, 1, 2, 7, 8}
+    assert (tmp_path / 'demos' / 'trajectory_00000001.pt').read_bytes() == first
+    assert json.loads((tmp_path / 'demos' / 'trajectory_index.json').read_text())['trajectory_ids'] == [0, 1, 2, 3, 4]
+
+
+def test_flatten_is_time_major_and_trajectory_fields_align():
+    flat, shape, _ = flatten_trajectory(traj(1, t=3, b=2))
+    assert shape == [3, 2] and flat['gid'].tolist() == [10000, 10001, 10100, 10101, 10200, 10201]
+    spec = SyntheticSpec(num_epochs=2, chunks_per_epoch=3, sources=((0, 0),), envs_per_source=2)
+    col = TrajectoryCollector(TrajectoryPlan(num_epochs=2, chunks_per_epoch=3, sources=[(0, 0)], envs_per_source=2))
+    t = [o for p, e in make_parts(spec) for o in col.push(p) + col.push(e)][0].trajectory
+    flat, shape, _ = flatten_trajectory(t)
+    assert shape == [6, 2] and flat['dones'].shape == (12, 2)
+    # chunk 4 = epoch 1, chunk 1: boundary index 1*4 + 1 + 1 = 6 for dones, 5 for V(s_t), 6 for V(s_t+1)
+    assert torch.equal(flat['dones'][8:10], t.dones[6])
+    assert torch.equal(flat['prev_values'][8:10], t.prev_values[5])
+    assert torch.equal(flat['next_values'][8:10], t.prev_values[6])
+
+
+def test_max_episode_length():
+    d = traj(0, t=6, b=2)
+    d['dones'][1, 0] = True  # env 0: episodes of 2 and 4 chunks; env 1: 6 chunks, no done
+    d['dones'][4, 1] = True  # env 1: 5 then 1
+    _, _, m = flatten_trajectory(d)
+    assert m == 5
+
+
+def test_bucketize_boundaries():
+    sizes = torch.tensor([3, 5, 2])
+    idx = torch.tensor([0, 2, 3, 7, 8, 9])
+    which, rows = locate(idx, sizes)
+    assert which.tolist() == [0, 0, 1, 1, 2, 2] and rows.tolist() == [0, 2, 0, 4, 0, 1]
+
+
+def test_sampling_is_uniform_over_the_window():
+    buf = TrajectoryReplayBuffer(seed=3, sample_window_size=3)
+    buf.add_trajectories([traj(i, t=2 + i, b=3) for i in range(6)])  # window: ids 3,4,5 of 15, 18, 21 rows
+    counts: dict = {}
+    n = 54000
+    for _ in range(n // 1000):
+        for g in buf.sample(1000)['gid'].tolist():
+            counts[g] = counts.get(g, 0) + 1
+    assert {g // 10000 for g in counts} == {3, 4, 5}
+    cells = 15 + 18 + 21
+    assert len(counts) == cells
+    expected = n / cells
+    chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
+    df = cells - 1
+    assert (chi2 - df) / (2 * df) ** 0.5 < 4.0, chi2  # far inside the 99.99 % bound
+    buf0 = TrajectoryReplayBuffer(seed=3, sample_window_size=0)
+    buf0.add_trajectories([traj(i) for i in range(4)])
+    assert {g // 10000 for g in buf0.sample(2000)['gid'].tolist()} == {0, 1, 2, 3}
+
+
+def test_cache_eviction_order_and_one_read_per_call(tmp_path, monkeypatch):
+    c = TrajectoryCache(2)
+    for i in range(4):
+        c.put(i, {})
+    assert c.ids() == [2, 3]
+    buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=0, auto_save=True,
+                                 auto_save_path=str(tmp_path), max_open_files=0)
+    buf.add_trajectories([traj(i) for i in range(5)])
+    buf.flush()
+    assert buf._cache.ids() == [3, 4]
+    reads = []
+    orig = rb.load_trajectory
+    monkeypatch.setattr(rb, 'load_trajectory', lambda *a, **k: reads.append(a[0].name) or orig(*a, **k))
+    out = buf.sample(300)
+    assert sorted(reads) == [f'trajectory_0000000{i}.pt' for i in range(3)]  # each uncached file once
+    gid = out['gid']
+    for i in range(5):  # every sampled row carries the data of its own trajectory row
+        rows = gid[(gid // 10000) == i]
+        assert len(rows)
+    assert torch.equal(out['actions'][0], traj(int(gid[0]) // 10000)['actions'][int(gid[0]) // 100 % 100,
+                                                                                int(gid[0]) % 100])
+    buf.close()
+    buf.close()  # twice is safe
+
+
+def test_concurrent_add_and_sample(tmp_path):
+    buf = TrajectoryReplayBuffer(sample_window_size=10, auto_save=True, auto_save_path=str(tmp_path), cache_size=3)
+    buf.add_trajectories([traj(0)])
+    errors = []
+
+    def producer():
+        try:
+            for i in range(1, 40):
+                buf.add_trajectories([traj(i)])
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def consumer():
+        try:
+            for _ in range(200):
+                s = buf.sample(32)
+                tid = s['gid'] // 10000
+                # every row is internally consistent: its actions are its own trajectory's
+                i = int(tid[0])
+                row = int(s['gid'][0])
+                assert torch.equal(s['actions'][0], traj(i)['actions'][row // 100 % 100, row % 100])
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=producer), threading.Thread(target=consumer)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    buf.close()
+    assert not errors, errors
+    reloaded = TrajectoryReplayBuffer(sample_window_size=0)
+    reloaded.load_checkpoint(str(tmp_path))
+    assert reloaded.trajectory_ids == list(range(40))
+
+
+def test_errors_name_the_file_or_argument(tmp_path):
+    with pytest.raises(RuntimeError, match='empty replay buffer'):
+        TrajectoryReplayBuffer().sample(4)
+    with pytest.raises(ValueError, match='trajectory_format'):
+        TrajectoryReplayBuffer(trajectory_format='npz')
+    ck = tmp_path / 'ck'
+    buf = TrajectoryReplayBuffer(sample_window_size=0)
+    buf.add_trajectories([traj(i) for i in range(3)])
+    buf.save_checkpoint(str(ck))
+    fresh = TrajectoryReplayBuffer
+    with pytest.raises(ValueError, match='local_rank 2 is out of range for world_size 2'):
+        fresh().load_checkpoint(str(ck), is_distributed=True, local_rank=2, world_size=2)
+    with pytest.raises(BufferFileError, match="format mismatch.*'pt'.*'pkl'"):
+        fresh(trajectory_format='pkl').load_checkpoint(str(ck))
+    (ck / 'trajectory_00000001.pt').write_bytes(b'garbage')
+    r = fresh(sample_window_size=0)
+    with pytest.raises(BufferFileError, match='trajectory_00000001.pt is corrupt'):
+        r.load_checkpoint(str(ck))
+    (ck / 'trajectory_00000001.pt').unlink()
+    with pytest.raises(BufferFileError, match='trajectory_00000001.pt listed in .* is missing'):
+        fresh().load_checkpoint(str(ck))
+    (ck / 'trajectory_index.json').write_text('{"trajectory_ids": [0,')
+    with pytest.raises(BufferFileError, match='index file .*trajectory_index.json is corrupt'):
+        fresh().load_checkpoint(str(ck))
+    (ck / 'trajectory_index.json').unlink()
+    with pytest.raises(BufferFileError, match='index file .*trajectory_index.json is missing'):
+        fresh().load_checkpoint(str(ck))
+    (ck / 'metadata.json').write_text('[]')
+    with pytest.raises(BufferFileError, match='metadata file .*metadata.json is corrupt'):
+        fresh().load_checkpoint(str(ck))
+    with pytest.raises(ValueError, match="field 'b'"):
+        TrajectoryReplayBuffer().add_trajectories([{'a': torch.zeros(2, 3), 'b': torch.zeros(3, 3)}])
+
+
+WRITER = r'''
+import sys, torch
+sys.path.insert(0, "test")
+from test_replay_buffer import traj
+from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
+buf = TrajectoryReplayBuffer(auto_save=True, auto_save_path=sys.argv[1], max_pending_writes=2,
+                             on_durable=lambda tid: print("acked", tid, flush=True))
+i = 0
+while True:
+    buf.add_trajectories([traj(i, t=40, b=8)])
+    i += 1
+'''
+
+
+def test_sigkill_mid_write_leaves_a_loadable_buffer(tmp_path):
+    d = tmp_path / 'buf'
+    p = subprocess.Popen([sys.executable, '-c', WRITER, str(d)], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    acked = []
+    try:
+        while len(acked) < 15:
+            line = p.stdout.readline()
+            assert line, 'writer died early'
+            acked.append(int(line.split()[1]))
+        time.sleep(0.05)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    buf = TrajectoryReplayBuffer(sample_window_size=0)
+    buf.load_checkpoint(str(d))
+    ids = buf.trajectory_ids
+    assert set(acked) <= set(ids), 'an acknowledged trajectory was lost'
+    assert ids == list(range(len(ids)))
+    for tid in ids:  # nothing torn: every listed trajectory loads whole and equals what was added
+        data = rb.load_trajectory(d / f'trajectory_{tid:08d}.pt', 'pt')
+        flat, _, _ = flatten_trajectory(traj(tid, t=40, b=8))
+        assert all(torch.equal(data[k], flat[k]) for k in flat)
+    again = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(d))
+    assert again.add_trajectories([traj(99)])[0] >= len(ids)  # appends, never overwrites
+    again.close()
+    assert not list(d.glob('.*.tmp'))
