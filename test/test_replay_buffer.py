@@ -141,8 +141,12 @@ def test_sampling_is_uniform_over_the_window():
 def test_cache_eviction_order_and_one_read_per_call(tmp_path, monkeypatch):
     c = TrajectoryCache(2)
     for i in range(4):
-        c.put(i, {})
-    assert c.ids() == [2, 3]
+        c.put(i, flatten_trajectory(traj(i))[0])
+    assert c.ids() == [2, 3] and c.get(0) is None
+    assert torch.equal(c.get(3)['gid'], flatten_trajectory(traj(3))[0]['gid'])
+    c.put(4, flatten_trajectory(traj(4, t=5))[0])  # a longer trajectory grows the slots, keeps the others
+    assert c.ids() == [3, 4] and torch.equal(c.get(3)['actions'], flatten_trajectory(traj(3))[0]['actions'])
+    assert torch.equal(c.get(4)['gid'], flatten_trajectory(traj(4, t=5))[0]['gid'])
     buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=0, auto_save=True,
                                  auto_save_path=str(tmp_path), max_open_files=0)
     buf.add_trajectories([traj(i) for i in range(5)])

@@ -85,7 +85,8 @@ def flatten_trajectory(traj: TrajectoryLike) -> tuple[dict[str, torch.Tensor], l
         elif list(v.shape[:2]) != t_b:
             raise ValueError(f'trajectory field {k!r} has leading shape {list(v.shape[:2])}, expected {t_b}')
     t, b = t_b
-    flat = {k: v.detach().to('cpu').contiguous().reshape(t * b, *v.shape[2:]) for k, v in fields.items()}
+    # a copy: the buffer must never alias tensors the caller may reuse
+    flat = {k: v.detach().to('cpu').reshape(t * b, *v.shape[2:]).clone() for k, v in fields.items()}
     return flat, t_b, _max_episode_length(fields.get('dones'), t)
 
 
@@ -129,27 +130,76 @@ def locate(idx: torch.Tensor, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.
 
 # -- parts ---------------------------------------------------------------------------------------
 class TrajectoryCache:
-    """FIFO cache of the newest flattened trajectories (id -> field dict)."""
+    """FIFO cache of the newest flattened trajectories, stored in one arena per field.
+
+    Slot ``i`` of the arena holds one trajectory's rows at ``[i*cap, i*cap + n)``, so rows of
+    any number of cached trajectories are gathered with ONE ``index_select`` per field
+    instead of one per trajectory and field (per-op overhead dominates small batches).
+    Arena pages are touched only as slots fill, so an unused capacity costs no memory.
+    """
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self._items: OrderedDict[int, dict] = OrderedDict()
+        self._slots: OrderedDict[int, tuple[int, int]] = OrderedDict()  # tid -> (slot, rows)
+        self._free: list[int] = list(range(capacity))[::-1]
+        self._arena: dict[str, torch.Tensor] = {}
+        self._cap = 0  # rows per slot
+
+    def _schema_matches(self, data: dict) -> bool:
+        return (set(data) == set(self._arena) and
+                all(v.dtype == self._arena[k].dtype and v.shape[1:] == self._arena[k].shape[1:] for k, v in data.items()))
 
     def put(self, tid: int, data: dict) -> None:
         if self.capacity <= 0:
             return
-        self._items[tid] = data
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+        rows = next(iter(data.values())).shape[0]
+        if not self._arena or not self._schema_matches(data):
+            self.clear()  # new field layout: start a fresh arena
+            self._arena = {k: torch.empty((self.capacity * rows, *v.shape[1:]), dtype=v.dtype) for k, v in data.items()}
+            self._cap = rows
+        elif rows > self._cap:
+            self._grow(rows)
+        if not self._free:
+            _, (slot, _) = self._slots.popitem(last=False)  # evict the oldest
+            self._free.append(slot)
+        slot = self._free.pop()
+        base = slot * self._cap
+        for k, v in data.items():
+            self._arena[k][base:base + rows].copy_(v)
+        self._slots[tid] = (slot, rows)
+
+    def _grow(self, rows: int) -> None:
+        old, old_cap = self._arena, self._cap
+        self._arena = {k: torch.empty((self.capacity * rows, *v.shape[1:]), dtype=v.dtype) for k, v in old.items()}
+        for slot, n in self._slots.values():
+            for k in old:
+                self._arena[k][slot * rows:slot * rows + n].copy_(old[k][slot * old_cap:slot * old_cap + n])
+        self._cap = rows
+
+    def arena_rows(self, tid: int) -> Optional[int]:
+        """First arena row of a cached trajectory, or None."""
+        hit = self._slots.get(tid)
+        return None if hit is None else hit[0] * self._cap
 
     def get(self, tid: int) -> Optional[dict]:
-        return self._items.get(tid)
+        hit = self._slots.get(tid)
+        if hit is None:
+            return None
+        base = hit[0] * self._cap
+        return {k: v[base:base + hit[1]] for k, v in self._arena.items()}
+
+    @property
+    def arena(self) -> dict[str, torch.Tensor]:
+        return self._arena
 
     def ids(self) -> list[int]:
-        return list(self._items)
+        return list(self._slots)
 
     def clear(self) -> None:
-        self._items.clear()
+        self._slots.clear()
+        self._free = list(range(self.capacity))[::-1]
+        self._arena = {}
+        self._cap = 0
 
 
 class _Writer:
@@ -315,10 +365,24 @@ class TrajectoryReplayBuffer:
             sizes = torch.tensor([e.num_samples for e in window])
             idx = torch.randint(int(sizes.sum()), (num_chunks,), generator=self._generator)
             which, rows = locate(idx, sizes)
+            # cached rows: one gather per field from the cache arena
+            starts = torch.tensor([-1 if (a := self._cache.arena_rows(e.trajectory_id)) is None else a
+                                   for e in window])
+            base = starts[which]
+            hit = base >= 0
             out: dict[str, torch.Tensor] = {}
-            for pos in torch.unique(which).tolist():
-                mask = (which == pos).nonzero().squeeze(1)
-                data = self._fetch(window[pos])               # at most one read per call
+            if bool(hit.all()):
+                return {k: v.index_select(0, base + rows) for k, v in self._cache.arena.items()}
+            if bool(hit.any()):
+                pos, src = hit.nonzero().squeeze(1), (base + rows)[hit]
+                for k, v in self._cache.arena.items():
+                    out[k] = torch.empty((num_chunks, *v.shape[1:]), dtype=v.dtype)
+                    out[k].index_copy_(0, pos, v.index_select(0, src))
+            # the others: each needed trajectory read (memory-mapped) at most once
+            miss = ~hit
+            for p in torch.unique(which[miss]).tolist():
+                mask = (miss & (which == p)).nonzero().squeeze(1)
+                data = self._fetch(window[p])
                 r = rows[mask]
                 for k, v in data.items():
                     if k not in out:
