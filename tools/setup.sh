@@ -26,8 +26,8 @@ req_hash="$(hash_of requirements.lock)"
 if [ "$(cat "$VENV/.req_hash" 2>/dev/null)" != "$req_hash" ]; then
   log "installing pinned packages (requirements.lock)"
   # torch first and by exact version: the local CPU wheel, never a multi-GB CUDA build.
-  "$VPY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
-  "$VPY" -m pip install -q --disable-pip-version-check -r requirements.lock
+  "$VPY" -m pip install -q --disable-pip-version-check "torch==2.13.0" 2> >(grep -v "is ignored: it is neither" >&2)
+  "$VPY" -m pip install -q --disable-pip-version-check -r requirements.lock 2> >(grep -v "is ignored: it is neither" >&2)
   # The wheels' exported CMake targets name the wheel builder's interpreter paths.
   inc="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
   npinc="$("$VPY" -c 'import numpy; print(numpy.get_include())')"
