@@ -1,0 +1,189 @@
+"""CollectEpisode: vector auto-reset envs, pickle content vs ground truth, LeRobot trees."""
+import io
+import json
+import pickle
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from rl_traj_ros.core.episodes import CollectEpisode, infer_success
+from rl_traj_ros.core.episodes.lerobot_writer import LeRobotWriter
+from rl_traj_ros.core.episodes.record import EpisodeRecord
+
+from episode_envs import ScriptedEnv
+
+# 4 envs with mixed success / failure / truncation and different lengths
+SETUPS = [((3, 2), ('success', 'fail')), ((2,), ('trunc', 'success')), ((4, 1), ('fail', 'success', 'trunc')),
+          ((1,), ('success',))]
+
+
+def make_vec(mode, log):
+    fns = [lambda i=i: ScriptedEnv(i, *SETUPS[i], log=log) for i in range(4)]
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+
+
+def run_vec(tmp_path, mode, steps=12, **kw):
+    log = []
+    env = CollectEpisode(make_vec(mode, log), str(tmp_path), num_envs=4, rank=2, **kw)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        env.step(rng.uniform(-1, 1, (4, 7)).astype(np.float32))
+    env.close()
+    return env, log
+
+
+def finished(log):
+    return [r for r in log if len(r['actions']) and (len(r['actions']) == (
+        SETUPS[r['env']][0][r['episode'] % len(SETUPS[r['env']][0])]))]
+
+
+@pytest.mark.parametrize('mode', [gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP])
+def test_vector_pickles_match_ground_truth(tmp_path, mode):
+    env, log = run_vec(tmp_path, mode)
+    truth = finished(log)
+    files = sorted(Path(tmp_path).glob('*.pkl'))
+    assert len(files) == len(truth) == env.episodes_saved
+    assert {r['outcome'] for r in truth} == {'success', 'fail', 'trunc'}
+    by_name = {f.name: f for f in files}
+    for r in truth:
+        tag = 'success' if r['outcome'] == 'success' else 'fail'
+        name = f"rank_2_env_{r['env']}_episode_{r['episode']}_{tag}.pkl"
+        d = pickle.loads(by_name[name].read_bytes())
+        n = len(r['actions'])
+        assert (d['rank'], d['env_idx'], d['episode_id'], d['success']) == (2, r['env'], r['episode'], tag == 'success')
+        assert len(d['observations']) == n + 1 and len(d['actions']) == len(d['rewards']) == len(d['infos']) == n
+        for got, want in zip(d['observations'], r['obs']):  # pre-reset final obs included, reset obs first
+            assert all(np.array_equal(got[k], want[k]) for k in want)
+        assert all(np.array_equal(a, b) for a, b in zip(d['actions'], r['actions']))
+        assert d['rewards'] == r['rewards']
+        assert d['terminated'][-1] == (r['outcome'] != 'trunc') and d['truncated'][-1] == (r['outcome'] == 'trunc')
+        assert not any(d['terminated'][:-1]) and not any(d['truncated'][:-1])
+
+
+def test_only_success_drops_failures(tmp_path):
+    env, log = run_vec(tmp_path, gym.vector.AutoresetMode.NEXT_STEP, only_success=True)
+    truth = [r for r in finished(log) if r['outcome'] == 'success']
+    assert len(list(Path(tmp_path).glob('*_success.pkl'))) == len(truth) > 0
+    assert not list(Path(tmp_path).glob('*_fail.pkl'))
+    assert env.episodes_dropped == len(finished(log)) - len(truth)
+
+
+def test_single_env(tmp_path):
+    log = []
+    env = CollectEpisode(ScriptedEnv(0, (2,), ('success', 'trunc'), log=log), str(tmp_path))
+    for _ in range(3):
+        env.reset()
+        done = False
+        while not done:
+            _, _, te, tr, _ = env.step(np.zeros(7, np.float32))
+            done = te or tr
+    env.close()
+    env.close()  # twice is safe
+    names = sorted(p.name for p in Path(tmp_path).glob('*.pkl'))
+    assert names == ['rank_0_env_0_episode_0_success.pkl', 'rank_0_env_0_episode_1_fail.pkl',
+                     'rank_0_env_0_episode_2_success.pkl']
+
+
+def test_success_inference_order():
+    assert infer_success([{'success': True}, {'final_info': {'success_once': False}, 'success': True}], True) is False
+    assert infer_success([{'episode': {'success_at_end': 1, 'success': 0}}], False) is True
+    assert infer_success([{'success_at_end': 0, 'success': 1}], True) is False
+    assert infer_success([{'success': True}, {}], False) is True  # scans back from the last step
+    assert infer_success([{}, {}], True) is True and infer_success([], False) is False
+
+
+def test_writer_errors_surface_on_next_call(tmp_path):
+    env = CollectEpisode(ScriptedEnv(0, (1,), ('success',)), str(tmp_path))
+
+    def boom(ep):
+        raise OSError('disk full (injected)')
+    env.writer.write = boom
+    env.reset()
+    env.step(np.zeros(7, np.float32))
+    env._queue.join()
+    with pytest.raises(RuntimeError, match='disk full'):
+        env.reset()
+    env.close()
+
+
+def _decode(cell):
+    return np.asarray(Image.open(io.BytesIO(cell['bytes'])))
+
+
+@pytest.mark.parametrize('version', ['v3.0', 'v2.1'])
+def test_lerobot_trees_read_back_with_pyarrow(tmp_path, version):
+    log = []
+    env = CollectEpisode(make_vec(gym.vector.AutoresetMode.SAME_STEP, log), str(tmp_path), num_envs=4,
+                         export_format='lerobot', fps=15, lerobot_version=version, finalize_interval=2)
+    env.reset(seed=0)
+    rng = np.random.default_rng(1)
+    for _ in range(12):
+        env.step(rng.uniform(-1, 1, (4, 7)).astype(np.float32))
+    env.close()
+    truth = finished(log)
+    root = Path(tmp_path)
+    info = json.loads((root / 'meta' / 'info.json').read_text())
+    assert info['codebase_version'] == version and info['fps'] == 15
+    assert info['total_episodes'] == len(truth)
+    assert info['total_frames'] == sum(len(r['actions']) for r in truth)
+    assert info['features']['image']['shape'] == [8, 8, 3]
+    assert {'extra_view_image-0', 'extra_view_image-1', 'state', 'actions', 'done', 'is_success', 'timestamp',
+            'frame_index', 'episode_index', 'index', 'task_index'} <= set(info['features'])
+    files = sorted((root / 'data').glob('*/*.parquet'))
+    table = pq.read_table(files[0]) if len(files) == 1 else __import__('pyarrow').concat_tables(
+        [pq.read_table(f) for f in files])
+    rows = table.to_pylist()
+    assert [r['index'] for r in rows] == list(range(len(rows)))  # index = row position
+    # episodes appear in completion order; match each back to the env's ground truth
+    eps = {}
+    for r in rows:
+        eps.setdefault(r['episode_index'], []).append(r)
+    assert len(eps) == len(truth)
+    remaining = list(truth)
+    for idx, frames in sorted(eps.items()):
+        st = frames[0]['state']
+        want = next(t for t in remaining if t['env'] == int(st[0]) and t['episode'] == int(st[1]))
+        remaining.remove(want)
+        assert len(frames) == len(want['actions'])
+        for f, (i, obs) in zip(frames, enumerate(want['obs'][:-1])):
+            assert f['frame_index'] == i and abs(f['timestamp'] - i / 15) < 1e-6
+            assert np.array_equal(_decode(f['image']), obs['main_images'])
+            assert np.array_equal(_decode(f['extra_view_image-1']), obs['extra_view_images'][1])
+            assert np.allclose(f['state'], obs['states']) and np.allclose(f['actions'], want['actions'][i])
+            assert f['is_success'] == (want['outcome'] == 'success')
+            assert f['done'] == (i == len(want['actions']) - 1)
+    assert not remaining
+    stats = json.loads((root / 'meta' / 'stats.json').read_text())
+    assert stats['actions']['count'] == [info['total_frames']]
+    assert np.array(stats['image']['mean']).shape == (3, 1, 1)
+    assert set(stats['state']) == {'min', 'max', 'mean', 'std', 'count', 'q01', 'q10', 'q50', 'q90', 'q99'}
+    if version == 'v3.0':
+        tasks = pq.read_table(root / 'meta' / 'tasks.parquet')
+        assert json.loads(tasks.schema.metadata[b'pandas'])['index_columns'] == ['task']
+        ep_table = pq.read_table(root / 'meta' / 'episodes' / 'chunk-000' / 'file-000.parquet').to_pylist()
+        assert [e['dataset_from_index'] for e in ep_table] == [sum(x['length'] for x in ep_table[:i])
+                                                                for i in range(len(ep_table))]
+        assert len(files) > 1  # finalize_interval=2 made several complete checkpoints
+    else:
+        lines = (root / 'meta' / 'episodes.jsonl').read_text().splitlines()
+        assert len(lines) == len(truth)
+        assert len((root / 'meta' / 'episodes_stats.jsonl').read_text().splitlines()) == len(truth)
+        assert (root / 'meta' / 'tasks.jsonl').exists()
+        assert files[0].name == 'episode_000000.parquet'
+
+
+def test_lerobot_rejects_inconsistent_episode(tmp_path):
+    w = LeRobotWriter(str(tmp_path))
+    ep = EpisodeRecord(0, 0, observations=[{'states': np.zeros(4)}] * 3, actions=[np.zeros(7)] * 2)
+    w.write(ep)
+    bad = EpisodeRecord(0, 1, observations=[{'states': np.zeros(5)}] * 3, actions=[np.zeros(7)] * 2)
+    with pytest.raises(ValueError, match='state has 5 dims'):
+        w.write(bad)
+    w.close()
+    with pytest.raises(FileExistsError):
+        LeRobotWriter(str(tmp_path))
