@@ -71,7 +71,8 @@ class LeRobotWriter:
     """
 
     def __init__(self, root: str, fps: int = 10, robot_type: str = 'panda', version: str = 'v3.0',
-                 workers: Optional[int] = None, compress_level: int = 1, default_task: str = ''):
+                 workers: Optional[int] = None, compress_level: int = 1, default_task: str = '',
+                 truth_dir: Optional[str] = None):
         if version not in ('v3.0', 'v2.1'):
             raise ValueError(f"version must be 'v3.0' or 'v2.1', got {version!r}")
         self.root = Path(root)
@@ -80,6 +81,8 @@ class LeRobotWriter:
         self.fps, self.robot_type, self.version = int(fps), robot_type, version
         self.compress_level = compress_level
         self.default_task = default_task
+        # optional raw copy of every recorded frame, for the acceptance check against lerobot
+        self.truth_dir = Path(truth_dir) if truth_dir else None
         self._pool = ThreadPoolExecutor(max_workers=workers or max(2, os.cpu_count() or 2),
                                         thread_name_prefix='lerobot-png')
         self.features: Optional[dict[str, dict]] = None
@@ -224,6 +227,11 @@ class LeRobotWriter:
                                'success': bool(ep.success)})
         self._ep_stats.append(stats)
         self._total_frames += n
+        if self.truth_dir is not None:
+            self.truth_dir.mkdir(parents=True, exist_ok=True)
+            keep = {k: v for k, v in cols.items() if k in self.features}
+            atomic_write(self.truth_dir / f'episode_{ep_index:06d}.npz',
+                         lambda fh: np.savez(fh, task=np.array(task), **keep))
 
     # -- checkpoints ---------------------------------------------------------------------------
     def finalize(self) -> None:
