@@ -11,7 +11,17 @@ def main(argv: list[str] | None = None) -> int:
     smoke = sub.add_parser('smoke', help='publish every message type to an echo process and verify it')
     smoke.add_argument('--envs', type=int, default=8)
     smoke.add_argument('--image-size', type=int, default=128)
-    args = parser.parse_args(argv)
+    sheet = sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
+    frames = sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == 'contact-sheet':
+        from .tools.contact_sheet import main as sheet_main
+        return sheet_main(rest)
+    if args.command == 'dataset-frames':
+        from .tools.dataset_frames import main as frames_main
+        return frames_main(rest)
+    if rest:
+        parser.error(f'unrecognized arguments: {rest}')
     if args.command == 'smoke':
         from .pipelines.smoke import run_smoke
         return run_smoke(args.envs, args.image_size)

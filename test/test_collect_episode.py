@@ -187,3 +187,47 @@ def test_lerobot_rejects_inconsistent_episode(tmp_path):
     w.close()
     with pytest.raises(FileExistsError):
         LeRobotWriter(str(tmp_path))
+
+
+def test_image_stats_match_numpy_reference():
+    from rl_traj_ros.core.episodes import lerobot_stats as st
+    rng = np.random.default_rng(5)
+    frames = rng.integers(0, 256, (7, 9, 11, 3), dtype=np.uint8)
+    frames[..., 1] //= 3
+    s = st.image_stats(frames)
+    flat = frames.reshape(-1, 3).astype(np.float64) / 255.0
+    assert np.allclose(s['mean'].reshape(3), flat.mean(0)) and np.allclose(s['std'].reshape(3), flat.std(0))
+    assert np.allclose(s['min'].reshape(3), flat.min(0)) and np.allclose(s['max'].reshape(3), flat.max(0))
+    for name, q in zip(st.QNAMES, st.QUANTILES):
+        assert np.allclose(s[name].reshape(3), np.quantile(flat, q, axis=0)), name
+    assert s['count'].tolist() == [7]
+
+
+def test_visual_tools(tmp_path):
+    import torch
+    from PIL import Image as PILImage
+    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
+    from rl_traj_ros.tools.contact_sheet import make_contact_sheet
+    from rl_traj_ros.tools.dataset_frames import export_frames
+    with TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path / 'buf')) as buf:
+        for i in range(3):
+            img = torch.full((4, 2, 16, 16, 3), 40 * i, dtype=torch.uint8)
+            buf.add_trajectories([{'curr_obs/main_images': img, 'rewards': torch.ones(4, 2, 1),
+                                   'dones': torch.zeros(4, 2, 1, dtype=torch.bool)}])
+    sheet = PILImage.open(make_contact_sheet(str(tmp_path / 'buf'), str(tmp_path / 'sheet.png'), max_tiles=12,
+                                             columns=4, tile=32))
+    assert sheet.size == (128, 3 * 46)
+    assert sheet.getpixel((5, 5)) == (0, 0, 0) and sheet.getpixel((32 * 2 + 5, 46 * 2 + 5)) == (80, 80, 80)
+    log = []
+    env = CollectEpisode(make_vec(gym.vector.AutoresetMode.SAME_STEP, log), str(tmp_path / 'ds'), num_envs=4,
+                         export_format='lerobot')
+    env.reset(seed=0)
+    for _ in range(6):
+        env.step(np.zeros((4, 7), np.float32))
+    env.close()
+    n = export_frames(str(tmp_path / 'ds'), str(tmp_path / 'frames'))
+    assert n == json.loads((tmp_path / 'ds' / 'meta' / 'info.json').read_text())['total_frames']
+    ep0 = tmp_path / 'frames' / 'episode_000000'
+    assert (ep0 / 'step_000000_image.jpg').exists() and (ep0 / 'step_000000_extra_view_image-1.jpg').exists()
+    txt = (ep0 / 'step_000000.txt').read_text()
+    assert 'state:' in txt and 'actions:' in txt and 'is_success:' in txt

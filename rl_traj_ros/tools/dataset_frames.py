@@ -1,0 +1,71 @@
+"""A LeRobot dataset (v3.0 or v2.1, read with pyarrow) -> per-episode folders of frames:
+episode_XXXXXX/step_XXXXXX_image.jpg (+ one jpg per extra view) and step_XXXXXX.txt
+(task, state, action, done, success), for inspection without lerobot.
+
+    python -m rl_traj_ros.tools.dataset_frames DATASET_DIR --out frames/ [--episodes 0 3]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+
+def _tasks(root: Path) -> dict[int, str]:
+    if (root / 'meta' / 'tasks.parquet').exists():
+        t = pq.read_table(root / 'meta' / 'tasks.parquet').to_pydict()
+        return dict(zip(t['task_index'], t['task']))
+    if (root / 'meta' / 'tasks.jsonl').exists():
+        rows = [json.loads(x) for x in (root / 'meta' / 'tasks.jsonl').read_text().splitlines() if x.strip()]
+        return {r['task_index']: r['task'] for r in rows}
+    return {}
+
+
+def export_frames(dataset_dir: str, out: str, episodes: list[int] | None = None) -> int:
+    root = Path(dataset_dir)
+    info = json.loads((root / 'meta' / 'info.json').read_text())
+    image_keys = [k for k, f in info['features'].items() if f['dtype'] == 'image']
+    tasks = _tasks(root)
+    files = sorted((root / 'data').glob('*/*.parquet'))
+    if not files:
+        raise FileNotFoundError(f'no data files under {root / "data"}')
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    written = 0
+    for row in table.to_pylist():
+        ep = int(row['episode_index'])
+        if episodes is not None and ep not in episodes:
+            continue
+        d = Path(out) / f'episode_{ep:06d}'
+        d.mkdir(parents=True, exist_ok=True)
+        step = int(row['frame_index'])
+        for k in image_keys:
+            suffix = 'image' if k == 'image' else k
+            Image.open(io.BytesIO(row[k]['bytes'])).convert('RGB').save(d / f'step_{step:06d}_{suffix}.jpg', quality=90)
+        lines = [f'task: {tasks.get(int(row["task_index"]), row["task_index"])}']
+        for k in ('state', 'actions', 'done', 'is_success', 'timestamp'):
+            if k in row:
+                v = row[k]
+                lines.append(f'{k}: ' + (' '.join(f'{x:.4f}' for x in v) if isinstance(v, list) else str(v)))
+        (d / f'step_{step:06d}.txt').write_text('\n'.join(lines) + '\n')
+        written += 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument('dataset_dir')
+    ap.add_argument('--out', default='dataset_frames')
+    ap.add_argument('--episodes', type=int, nargs='*')
+    args = ap.parse_args(argv)
+    n = export_frames(args.dataset_dir, args.out, args.episodes)
+    print(f'{n} frames written under {args.out}')
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
