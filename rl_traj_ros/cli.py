@@ -11,6 +11,18 @@ def main(argv: list[str] | None = None) -> int:
     smoke = sub.add_parser('smoke', help='publish every message type to an echo process and verify it')
     smoke.add_argument('--envs', type=int, default=8)
     smoke.add_argument('--image-size', type=int, default=128)
+    run = sub.add_parser('run', help='run a pipeline without launch (same nodes, same YAML)')
+    run.add_argument('pipeline', choices=['sim_collect'])
+    run.add_argument('--config', default=None, help='params YAML (default: config/sim_collect.yaml)')
+    run.add_argument('--num-env-nodes', type=int, default=1)
+    run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
+    run.add_argument('--episodes', type=int, default=None, help='successful episodes to collect (total)')
+    run.add_argument('--steps', type=int, default=None, help='training steps per env node')
+    run.add_argument('--output-dir', default='outputs/sim_collect')
+    run.add_argument('--policy', choices=['expert', 'mlp'], default=None)
+    run.add_argument('--image-obs', dest='image_obs', action='store_true', default=None)
+    run.add_argument('--no-images', dest='image_obs', action='store_false')
+    run.add_argument('--in-process', action='store_true', help='same pipeline in one process, without ROS')
     sheet = sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
     frames = sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)
     args, rest = parser.parse_known_args(argv)
@@ -22,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         return frames_main(rest)
     if rest:
         parser.error(f'unrecognized arguments: {rest}')
+    if args.command == 'run':
+        from .pipelines import sim_collect
+        args.config = args.config or str(sim_collect.DEFAULT_CONFIG)
+        return sim_collect.main(args)
     if args.command == 'smoke':
         from .pipelines.smoke import run_smoke
         return run_smoke(args.envs, args.image_size)

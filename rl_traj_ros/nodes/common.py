@@ -1,0 +1,89 @@
+"""What every node shares: parameter declaration with descriptors, topic names, main()."""
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Any, Callable
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+
+TOPIC_PREFIX = '/rl_traj'
+TOPICS = {
+    'policy_input': 'policy_input',    # env -> policy (PolicyInput)
+    'action_chunk': 'action_chunk',    # policy -> env (ActionChunk)
+    'policy_part': 'policy_part',      # policy -> collector (PolicyPart)
+    'env_part': 'env_part',            # policy -> collector (EnvPart)
+    'trajectory': 'trajectory',        # collector -> writer (Trajectory)
+    'intervention': 'intervention',    # teleop -> env (Intervention)
+}
+
+
+def topic(node: Node, name: str) -> str:
+    prefix = node.get_parameter('topic_prefix').value.rstrip('/')
+    return f'{prefix}/{TOPICS[name]}'
+
+
+def declare(node: Node, params: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+    """Declare parameters up front (default, description) and return their values."""
+    params = {'topic_prefix': (TOPIC_PREFIX, 'namespace of the data-path topics'), **params}
+    for name, (default, doc) in params.items():
+        node.declare_parameter(name, default, ParameterDescriptor(description=doc))
+    return {name: node.get_parameter(name).value for name in params}
+
+
+def make_executor():
+    """EventsExecutor where available: 2.4-6x the message rate of the SingleThreadedExecutor
+    here; the MultiThreadedExecutor is pathological in this rclpy (research notes)."""
+    try:
+        from rclpy.experimental import EventsExecutor
+        return EventsExecutor()
+    except ImportError:  # pragma: no cover - older rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        return SingleThreadedExecutor()
+
+
+def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
+    """KEEP_ALL publishers hold samples until readers acknowledged them: wait before exiting."""
+    from rclpy.duration import Duration
+    for pub in publishers:
+        try:
+            if not pub.wait_for_all_acked(Duration(seconds=timeout_s)):
+                node.get_logger().warn(f'{pub.topic_name}: not every sample acknowledged within {timeout_s} s')
+        except Exception as e:  # noqa: BLE001 - context already gone: nothing left to wait for
+            node.get_logger().warn(f'{pub.topic_name}: cannot wait for acknowledgements: {e}')
+
+
+def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
+    """init, spin until SIGINT/SIGTERM or the node asks to stop, then shut down cleanly:
+    the node's ``shutdown()`` flushes whatever it holds before the context goes away."""
+    # rclpy's own SIGINT handler would invalidate the context before shutdown() can flush;
+    # take SIGINT as KeyboardInterrupt instead and treat SIGTERM the same way.
+    from rclpy.signals import SignalHandlerOptions
+    rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    node = None
+    rc = 0
+    try:
+        node = factory()
+        ex = make_executor()
+        ex.add_node(node)
+        while rclpy.ok() and not getattr(node, 'finished', False):
+            ex.spin_once(timeout_sec=0.1)
+    except KeyboardInterrupt:
+        pass
+    except Exception as e:  # noqa: BLE001 - report, flush, exit non-zero
+        print(f'[{getattr(node, "get_name", lambda: "node")()}] fatal: {e!r}', file=sys.stderr, flush=True)
+        rc = 1
+    finally:
+        if node is not None:
+            try:
+                node.shutdown()
+            finally:
+                node.destroy_node()
+        rclpy.try_shutdown()
+    return rc if node is None or not hasattr(node, 'exit_code') else (rc or node.exit_code)

@@ -1,0 +1,176 @@
+"""franka_env_node: owns ``num_envs`` simulated Franka envs and drives them chunk by chunk.
+
+Sends PolicyInputs (current obs + new key + previous chunk's EnvPart), executes the returned
+action chunk, applies fresh Intervention messages (the expert action replaces the policy's;
+flags recorded), optionally records episodes with CollectEpisode, and publishes the front
+camera on a sensor_msgs/Image side topic at a configurable rate. Exits when its training
+steps (or its success target) are done, after its last message was acknowledged.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+
+from .. import msg as M
+from ..core.episodes import CollectEpisode
+from ..envs.sim_franka import SimFrankaVecEnv
+from ..ros import conversion as cv
+from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
+from ..rollout.workers import EnvWorker, RolloutConfig
+from .common import declare, run_node, topic, wait_acked
+
+
+class FrankaEnvNode(Node):
+    def __init__(self):
+        super().__init__('franka_env_node')
+        p = declare(self, {
+            'env_rank': (0, 'global rank of this env worker (TrajectoryKey.env_rank)'),
+            'stage_id': (0, 'pipeline stage of this worker'),
+            'num_envs': (2, 'B: parallel envs owned by this node'),
+            'chunk': (4, 'C: control steps per action chunk'),
+            'action_dim': (7, 'A: [dx, dy, dz, drx, dry, drz, gripper]'),
+            'num_epochs': (1, 'E: rollout epochs per training step'),
+            'chunks_per_epoch': (10, 'L: chunks per epoch'),
+            'num_steps': (1, 'training steps to run (with target_successes: a cap; 0 = none)'),
+            'target_successes': (0, 'stop at the next step boundary after this many successful episodes'),
+            'seed': (0, 'env seed'),
+            'image_obs': (False, 'render the front and wrist cameras'),
+            'image_size': (128, 'camera height and width'),
+            'max_episode_steps': (100, 'episode time limit (truncation)'),
+            'reply_timeout_s': (60.0, 'give up when the policy does not answer a chunk in time'),
+            'intervention_timeout_s': (0.25, 'interventions older than this are stale and ignored'),
+            'camera_topic_rate_hz': (2.0, 'rate of the sensor_msgs/Image side topic; 0 = off'),
+            'collect_episodes': (False, 'record episodes with CollectEpisode'),
+            'collect_dir': ('outputs/collected_data', 'CollectEpisode save_dir (env_<rank> appended)'),
+            'export_format': ('lerobot', "'lerobot' or 'pickle'"),
+            'lerobot_version': ('v3.0', "'v3.0' or 'v2.1'"),
+            'only_success': (False, 'CollectEpisode only_success'),
+            'fps': (10, 'dataset fps'),
+            'finalize_interval': (20, 'CollectEpisode finalize_interval'),
+        })
+        for k in ('num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch'):
+            if p[k] < 1:
+                raise ValueError(f'{k} must be >= 1, got {p[k]}')
+        self.p = p
+        self.cfg = RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
+        env = SimFrankaVecEnv(p['num_envs'], p['image_obs'], p['image_size'], p['seed'], p['max_episode_steps'])
+        if p['collect_episodes']:
+            env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
+                                 num_envs=p['num_envs'], export_format=p['export_format'], fps=p['fps'],
+                                 only_success=p['only_success'], finalize_interval=p['finalize_interval'],
+                                 lerobot_version=p['lerobot_version'])
+        self.env = env
+        self._latest_intervention: Optional[tuple[float, M.Intervention]] = None
+        self.worker = EnvWorker(self.cfg, env, self._intervention)
+        self.pub_req = self.create_publisher(M.PolicyInput, topic(self, 'policy_input'), DATA_QOS)
+        self.pub_cam = self.create_publisher(Image, 'camera/front', SIDE_QOS)
+        self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
+        self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention, TELEOP_QOS)
+        self._reply = threading.Event()
+        self._actions = None
+        self._waiting_for = None
+        self._last_cam = 0.0
+        self._stop = threading.Event()
+        self.finished = False
+        self.exit_code = 0
+        self._thread = threading.Thread(target=self._loop, name='env-loop', daemon=True)
+        self._thread.start()
+
+    # -- subscriptions (executor thread) ---------------------------------------------------------
+    def on_actions(self, m: M.ActionChunk) -> None:
+        try:
+            reply = cv.action_chunk_from_msg(m)
+        except ValueError as e:
+            self.get_logger().error(f'rejected ActionChunk: {e}')
+            return
+        if self._waiting_for is not None and reply.sources == self._waiting_for:
+            self._actions = reply.actions.clone()
+            self._reply.set()
+
+    def on_intervention(self, m: M.Intervention) -> None:
+        if len(m.action) != self.cfg.action_dim:
+            self.get_logger().warn(f'ignored Intervention with {len(m.action)} dims (expected {self.cfg.action_dim})')
+            return
+        self._latest_intervention = (time.monotonic(), m)
+
+    def _intervention(self):
+        latest = self._latest_intervention
+        if latest is None or time.monotonic() - latest[0] > self.p['intervention_timeout_s']:
+            return None
+        m = latest[1]
+        return np.asarray(m.action, np.float32), bool(m.active), int(m.env_index)
+
+    # -- the rollout loop (own thread) ----------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            gen = self.worker.run()
+            req = next(gen)
+            while rclpy.ok() and not self._stop.is_set():
+                self._publish_camera(req)
+                msg = cv.policy_input_to_msg(req)
+                msg.header.stamp = self.get_clock().now().to_msg()
+                if not req.sources:  # terminal request: carries the last EnvPart only
+                    self.pub_req.publish(msg)
+                    break
+                self._waiting_for = req.sources
+                self._reply.clear()
+                while self.pub_req.get_subscription_count() == 0 and rclpy.ok():
+                    time.sleep(0.05)  # wait for the policy node to be discovered
+                self.pub_req.publish(msg)
+                deadline = time.monotonic() + self.p['reply_timeout_s']
+                while not self._reply.wait(0.1):
+                    if self._stop.is_set():
+                        return
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f'no action chunk for {req.sources[0].key.as_tuple()} within '
+                                           f"{self.p['reply_timeout_s']} s")
+                req = gen.send(self._actions)
+                self._progress()
+        except Exception as e:  # noqa: BLE001
+            self.get_logger().error(f'rollout loop failed: {e!r}')
+            self.exit_code = 1
+        finally:
+            wait_acked(self, (self.pub_req,))
+            s = self.worker.stats
+            print(f"[env {self.cfg.env_rank}] done: steps={s.chunks // (self.cfg.num_epochs * self.cfg.chunks_per_epoch)} "
+                  f'chunks={s.chunks} episodes={s.episodes} successes={s.successes}', flush=True)
+            self.finished = True
+
+    def _progress(self) -> None:
+        s = self.worker.stats
+        if s.chunks % 10 == 0:
+            dt = time.monotonic() - s.started
+            rate = s.successes / s.episodes if s.episodes else 0.0
+            print(f'[env {self.cfg.env_rank}] chunks={s.chunks} ({s.chunks / dt:.1f}/s) episodes={s.episodes} '
+                  f'successes={s.successes} ({rate:.0%})', flush=True)
+
+    def _publish_camera(self, req) -> None:
+        rate = self.p['camera_topic_rate_hz']
+        if rate <= 0 or 'main_images' not in req.obs or time.monotonic() - self._last_cam < 1.0 / rate:
+            return
+        self._last_cam = time.monotonic()
+        img = req.obs['main_images'][0].numpy()
+        m = Image(height=img.shape[0], width=img.shape[1], encoding='rgb8', step=img.shape[1] * 3)
+        m.header.stamp = self.get_clock().now().to_msg()
+        m.header.frame_id = f'env_{self.cfg.env_rank}_front'
+        m.data = img.tobytes()
+        self.pub_cam.publish(m)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+        self.env.close()  # CollectEpisode flushes and finalizes here
+
+
+def main(args=None) -> int:
+    return run_node(FrankaEnvNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

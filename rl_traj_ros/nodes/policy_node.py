@@ -1,0 +1,91 @@
+"""policy_node: answers PolicyInputs with action chunks and publishes both parts of each chunk.
+
+Per request: infer -> ActionChunk back to the env, PolicyPart published at once; then the
+attached EnvPart of the previous chunk is completed (next obs resolved, terminal values
+inferred when requested) and published. Only this node publishes parts, so the trajectory
+stream has one producer and one ordering boundary (spec §2).
+"""
+from __future__ import annotations
+
+from rclpy.node import Node
+
+from .. import msg as M
+from ..policies.actor_critic import ActorCritic
+from ..policies.scripted import PickCubeExpert
+from ..ros import conversion as cv
+from ..ros.qos import DATA_QOS
+from ..rollout.workers import PolicyWorker
+from .common import declare, run_node, topic, wait_acked
+
+
+class PolicyNode(Node):
+    def __init__(self):
+        super().__init__('policy_node')
+        p = declare(self, {
+            'policy': ('expert', "'expert' (scripted pick-cube, logprobs/values from the model) or 'mlp'"),
+            'state_dim': (21, 'length of obs/states'),
+            'action_dim': (7, 'A: actions per control step'),
+            'chunk': (4, 'C: control steps per action chunk'),
+            'hidden': (128, 'hidden width of the actor-critic MLP'),
+            'use_images': (False, 'add a CNN over obs/main_images'),
+            'image_size': (128, 'camera size when use_images'),
+            'weights': ('', 'state_dict file (loaded with weights_only=True); empty: seeded init'),
+            'seed': (0, 'model init and per-key sampling seed'),
+            'device': ('cpu', "'cpu' or 'cuda'"),
+            'model_version': (0, 'version stamped on every PolicyPart'),
+            'collect_transitions': (False, 'keep next_obs in EnvParts (rollout.collect_transitions)'),
+            'expert_noise': (0.0, 'std of Gaussian noise on the expert (diversity)'),
+        })
+        if p['policy'] not in ('expert', 'mlp'):
+            raise ValueError(f"policy must be 'expert' or 'mlp', got {p['policy']!r}")
+        if p['chunk'] < 1 or p['action_dim'] < 1:
+            raise ValueError('chunk and action_dim must be >= 1')
+        model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], p['use_images'],
+                            p['image_size'], seed=p['seed'])
+        if p['weights']:
+            model.load_weights(p['weights'])
+        if p['device'] != 'cpu':
+            self.get_logger().warn('inference runs on the CPU copy; device is used for training only')
+        expert = PickCubeExpert(noise=p['expert_noise'], seed=p['seed']) if p['policy'] == 'expert' else None
+        self.worker = PolicyWorker(model.eval(), expert, p['seed'], p['collect_transitions'], p['model_version'])
+        self.pub_action = self.create_publisher(M.ActionChunk, topic(self, 'action_chunk'), DATA_QOS)
+        self.pub_policy = self.create_publisher(M.PolicyPart, topic(self, 'policy_part'), DATA_QOS)
+        self.pub_env = self.create_publisher(M.EnvPart, topic(self, 'env_part'), DATA_QOS)
+        self.create_subscription(M.PolicyInput, topic(self, 'policy_input'), self.on_request, DATA_QOS)
+        self.counters = {'requests': 0, 'rejected': 0, 'policy_parts': 0, 'env_parts': 0}
+        self.get_logger().info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']})")
+
+    def on_request(self, m: M.PolicyInput) -> None:
+        self.counters['requests'] += 1
+        try:
+            req = cv.policy_input_from_msg(m)
+            if req.sources:
+                chunk, part = self.worker.infer(req)
+                out = cv.action_chunk_to_msg(chunk)
+                out.header.stamp = self.get_clock().now().to_msg()
+                self.pub_action.publish(out)
+                pm = cv.policy_part_to_msg(part, self.worker.model_version)
+                pm.header.stamp = out.header.stamp
+                self.pub_policy.publish(pm)
+                self.counters['policy_parts'] += 1
+            env_part = self.worker.complete(req)
+            if env_part is not None:
+                em = cv.env_part_to_msg(env_part)
+                em.header.stamp = self.get_clock().now().to_msg()
+                self.pub_env.publish(em)
+                self.counters['env_parts'] += 1
+        except (ValueError, TypeError) as e:  # malformed request: counted, logged, node stays up
+            self.counters['rejected'] += 1
+            self.get_logger().error(f'rejected PolicyInput: {e}')
+
+    def shutdown(self) -> None:
+        wait_acked(self, (self.pub_action, self.pub_policy, self.pub_env))
+        self.get_logger().info(f'counters: {self.counters}')
+
+
+def main(args=None) -> int:
+    return run_node(PolicyNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

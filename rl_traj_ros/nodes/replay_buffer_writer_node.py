@@ -1,0 +1,75 @@
+"""replay_buffer_writer_node: stores every Trajectory message in a TrajectoryReplayBuffer.
+
+Services: ``~/save_checkpoint`` (SaveCheckpoint) and ``~/get_stats`` (GetStats). On shutdown
+(SIGINT) the buffer is flushed and closed, so everything received is on disk.
+"""
+from __future__ import annotations
+
+from rclpy.node import Node
+
+from .. import msg as M
+from .. import srv as S
+from ..core.replay_buffer import TrajectoryReplayBuffer
+from ..ros import conversion as cv
+from ..ros.qos import DATA_QOS
+from .common import declare, run_node, topic
+
+
+class ReplayBufferWriterNode(Node):
+    def __init__(self):
+        super().__init__('replay_buffer_writer_node')
+        p = declare(self, {
+            'output_dir': ('outputs/replay_buffer', 'auto-save directory (appends if it exists)'),
+            'trajectory_format': ('pt', "'pt' (safe loading) or 'pkl' (trusted data only)"),
+            'cache_size': (5, 'FIFO cache of recent trajectories'),
+            'sample_window_size': (100, 'sampling window (0 = all)'),
+            'seed': (1234, 'sampling seed'),
+            'max_pending_writes': (4, 'writer queue bound (backpressure)'),
+        })
+        self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
+                                             sample_window_size=p['sample_window_size'], auto_save=True,
+                                             auto_save_path=p['output_dir'], trajectory_format=p['trajectory_format'],
+                                             max_pending_writes=p['max_pending_writes'])
+        self.counters = {'received': 0, 'stored': 0, 'rejected': 0}
+        self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
+        self.create_service(S.SaveCheckpoint, '~/save_checkpoint', self.on_save)
+        self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        self.get_logger().info(f"writing trajectories to {p['output_dir']} ({len(self.buffer)} already there)")
+
+    def on_trajectory(self, m: M.Trajectory) -> None:
+        self.counters['received'] += 1
+        try:
+            traj = cv.trajectory_from_msg(m)
+            self.buffer.add_trajectories([traj])
+            self.counters['stored'] += 1
+        except (ValueError, TypeError) as e:
+            self.counters['rejected'] += 1
+            self.get_logger().error(f'rejected Trajectory: {e}')
+
+    def on_save(self, request, response):
+        try:
+            self.buffer.save_checkpoint(request.save_path)
+            response.success, response.message = True, f'saved to {request.save_path}'
+            response.num_trajectories, response.total_samples = len(self.buffer), self.buffer.total_samples
+        except Exception as e:  # noqa: BLE001 - report to the caller, keep running
+            response.success, response.message = False, f'{type(e).__name__}: {e}'
+        return response
+
+    def on_stats(self, request, response):
+        self.buffer.flush()  # counts below are durable
+        s = {**self.counters, 'trajectories': len(self.buffer), 'total_samples': self.buffer.total_samples}
+        response.names = list(s)
+        response.values = [float(v) for v in s.values()]
+        return response
+
+    def shutdown(self) -> None:
+        self.buffer.close()
+        self.get_logger().info(f'closed buffer: {self.counters}, {len(self.buffer)} trajectories')
+
+
+def main(args=None) -> int:
+    return run_node(ReplayBufferWriterNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""trajectory_collector_node: TrajectoryCollector on the PolicyPart/EnvPart topics.
+
+Publishes a Trajectory per source and step (rollout), per-actor micro-batches (pipeline) or
+finished episodes (lerobot, as [n, 1, ...] Trajectory messages). Malformed or duplicate parts
+are counted and logged, never crash the node; parts whose other half never comes are
+dropped and reported after ``pending_timeout_s``. Counters: GetStats service and a log line.
+"""
+from __future__ import annotations
+
+from rclpy.node import Node
+
+from .. import msg as M
+from .. import srv as S
+from ..core.collector import TrajectoryCollector, TrajectoryPlan
+from ..core.schema import MalformedPartError
+from ..core.trajectory import CollectConfig, Trajectory
+from ..core.schema import RewardConfig
+from ..ros import conversion as cv
+from ..ros.qos import DATA_QOS
+from .common import declare, run_node, topic, wait_acked
+
+
+def episode_as_trajectory(ep) -> Trajectory:
+    """A lerobot-mode episode as a one-env trajectory [n, 1, ...] (boundary fields padded)."""
+    import torch
+    n = ep.num_chunks
+    d = ep.dones.unsqueeze(1)
+    pad = torch.zeros_like(d[:1])
+    return Trajectory(actions=ep.actions.unsqueeze(1), rewards=ep.rewards.unsqueeze(1),
+                      prev_logprobs=torch.zeros_like(ep.actions).unsqueeze(1),
+                      versions=torch.zeros(n, 1, ep.rewards.shape[1], dtype=torch.int64),
+                      intervene_flags=ep.intervene_flags.unsqueeze(1), dones=torch.cat([pad, d]),
+                      terminations=torch.cat([pad, d]), truncations=torch.zeros_like(torch.cat([pad, d])),
+                      prev_values=torch.zeros(n + 1, 1, 1), num_epochs=1)
+
+
+class TrajectoryCollectorNode(Node):
+    def __init__(self):
+        super().__init__('trajectory_collector_node')
+        p = declare(self, {
+            'mode': ('rollout', "'rollout', 'pipeline' or 'lerobot'"),
+            'num_epochs': (1, 'E'),
+            'chunks_per_epoch': (10, 'L'),
+            'env_ranks': ([0], 'env ranks of the sources (stage 0 each)'),
+            'num_envs': (2, 'envs per source'),
+            'num_shards': (1, 'rollout: split each Trajectory along envs'),
+            'num_actors': (1, 'pipeline: actor ranks'),
+            'micro_batch_size': (0, 'pipeline: env rows per micro-batch (0 = all)'),
+            'shuffle_micro_batches': (False, 'pipeline'),
+            'normalize_advantages': (False, 'pipeline'),
+            'gamma': (0.99, 'discount'),
+            'gae_lambda': (0.95, 'GAE lambda'),
+            'seed': (0, 'micro-batch shuffling seed'),
+            'only_success': (False, 'lerobot'),
+            'collect_transitions': (False, 'keep curr_obs/next_obs in trajectories'),
+            'auto_reset': (True, 'add gamma * bootstrap value on truncated chunks'),
+            'pending_timeout_s': (120.0, 'drop and report a part whose other half did not come in time'),
+            'stats_period_s': (5.0, 'period of the counters log line; 0 = off'),
+        })
+        ranks = list(p['env_ranks'])
+        if not ranks:
+            raise ValueError('env_ranks must name at least one source')
+        self.plan = TrajectoryPlan(
+            mode=p['mode'], num_epochs=p['num_epochs'], chunks_per_epoch=p['chunks_per_epoch'],
+            sources=[(r, 0) for r in ranks], envs_per_source=p['num_envs'],
+            collect=CollectConfig(RewardConfig(auto_reset=p['auto_reset'], gamma=p['gamma']),
+                                  collect_transitions=p['collect_transitions']),
+            num_shards=p['num_shards'], num_actors=p['num_actors'], micro_batch_size=p['micro_batch_size'],
+            shuffle_micro_batches=p['shuffle_micro_batches'], normalize_advantages=p['normalize_advantages'],
+            gamma=p['gamma'], gae_lambda=p['gae_lambda'], seed=p['seed'], only_success=p['only_success'])
+        self.collector = TrajectoryCollector(self.plan)
+        self.p = p
+        self.counters = {'published': 0, 'rejected': 0, 'expired': 0, 'decode_errors': 0}
+        self.pub = self.create_publisher(M.Trajectory, topic(self, 'trajectory'), DATA_QOS)
+        self.create_subscription(M.PolicyPart, topic(self, 'policy_part'),
+                                 lambda m: self.on_part(m, cv.policy_part_from_msg), DATA_QOS)
+        self.create_subscription(M.EnvPart, topic(self, 'env_part'),
+                                 lambda m: self.on_part(m, cv.env_part_from_msg), DATA_QOS)
+        self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        self.create_timer(5.0, self.expire)
+        if p['stats_period_s'] > 0:
+            self.create_timer(p['stats_period_s'], lambda: self.get_logger().info(f'counters: {self.stats()}'))
+
+    def on_part(self, m, decode) -> None:
+        try:
+            part = decode(m)
+        except (ValueError, TypeError) as e:
+            self.counters['decode_errors'] += 1
+            self.get_logger().error(f'rejected {type(m).__name__}: {e}')
+            return
+        try:
+            outputs = self.collector.push(part)
+        except MalformedPartError as e:
+            self.counters['rejected'] += 1
+            self.get_logger().error(f'rejected {type(m).__name__}: {e}')
+            return
+        except Exception as e:  # noqa: BLE001 - build failure: halves kept, retried on the next push
+            self.get_logger().error(f'building a chunk failed (kept for retry): {e!r}')
+            return
+        for o in outputs:
+            if o.trajectory is not None:
+                msg = cv.trajectory_to_msg(o.trajectory, o.mode, o.step_id, o.source_id or (0, 0), o.actor_rank,
+                                           o.micro_batch)
+            else:
+                msg = cv.trajectory_to_msg(episode_as_trajectory(o.episode), 'lerobot', o.step_id, o.source_id)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.pub.publish(msg)
+            self.counters['published'] += 1
+
+    def expire(self) -> None:
+        for key in self.collector.joiner.expire(self.p['pending_timeout_s']):
+            self.counters['expired'] += 1
+            self.get_logger().warn(f'dropped {key.as_tuple()}: its other half never arrived')
+
+    def stats(self) -> dict:
+        s = dict(self.collector.stats)
+        s.update(self.counters)
+        s['pending_keys'] = len(self.collector.joiner)
+        return s
+
+    def on_stats(self, request, response):
+        s = self.stats()
+        response.names = list(s)
+        response.values = [float(v) for v in s.values()]
+        return response
+
+    def shutdown(self) -> None:
+        wait_acked(self, (self.pub,))
+        self.get_logger().info(f'final counters: {self.stats()}')
+
+
+def main(args=None) -> int:
+    return run_node(TrajectoryCollectorNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

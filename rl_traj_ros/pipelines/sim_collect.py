@@ -1,0 +1,264 @@
+"""The sim collection pipeline without `launch`: the same nodes, the same YAML.
+
+``run_ros`` starts the four node kinds as separate processes (one per env node) with the
+params file, streams their output, waits for the env nodes to finish, waits until the
+writer has stored everything the collector flushed, then stops every node with SIGINT (each
+flushes). ``run_inprocess`` runs the same workers, collector and buffer in one process
+without ROS: the reference for the end-to-end test and the baseline of the benchmark.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+NODES = ('franka_env_node', 'policy_node', 'trajectory_collector_node', 'replay_buffer_writer_node')
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / 'config' / 'sim_collect.yaml'
+
+
+def load_params(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Effective parameters per node kind: '/**' merged under '/**/<node>'."""
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    common = (raw.get('/**') or {}).get('ros__parameters', {})
+    out = {}
+    for node in NODES:
+        own = (raw.get(f'/**/{node}') or {}).get('ros__parameters', {})
+        out[node] = {**common, **own}
+    return out
+
+
+def params_yaml(params: dict[str, dict[str, Any]]) -> str:
+    return yaml.safe_dump({f'/**/{n}': {'ros__parameters': p} for n, p in params.items()}, sort_keys=False)
+
+
+def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = None,
+                    episodes: Optional[int] = None, output_dir: Optional[str] = None,
+                    policy: Optional[str] = None, image_obs: Optional[bool] = None,
+                    steps: Optional[int] = None) -> dict:
+    p = copy.deepcopy(params)
+    if num_envs is not None:
+        for n in NODES:
+            p[n]['num_envs'] = num_envs
+    if episodes is not None:  # total successes, spread over the env nodes
+        p['franka_env_node']['target_successes'] = -(-episodes // num_env_nodes)
+    if steps is not None:
+        p['franka_env_node']['num_steps'] = steps
+        if episodes is None:
+            p['franka_env_node']['target_successes'] = 0
+    if output_dir is not None:
+        p['franka_env_node']['collect_dir'] = str(Path(output_dir) / 'collected_data')
+        p['replay_buffer_writer_node']['output_dir'] = str(Path(output_dir) / 'replay_buffer')
+    if policy is not None:
+        p['policy_node']['policy'] = policy
+    if image_obs is not None:
+        p['franka_env_node']['image_obs'] = image_obs
+    p['trajectory_collector_node']['env_ranks'] = list(range(num_env_nodes))
+    return p
+
+
+# -- in one process, no ROS ----------------------------------------------------------------------
+def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = None) -> dict:
+    from ..core.collector import TrajectoryCollector
+    from ..core.episodes import CollectEpisode
+    from ..core.replay_buffer import TrajectoryReplayBuffer
+    from ..envs.sim_franka import SimFrankaVecEnv
+    from ..rollout.workers import EnvWorker
+    pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
+    policy = make_policy_worker(params['policy_node'])
+    plan = make_plan(pc)
+    collector = TrajectoryCollector(plan)
+    buf_dir = str(Path(output_dir) / 'replay_buffer') if output_dir else pw['output_dir']
+    buffer = TrajectoryReplayBuffer(seed=pw.get('seed', 1234), cache_size=pw['cache_size'],
+                                    sample_window_size=pw['sample_window_size'], auto_save=True,
+                                    auto_save_path=buf_dir, trajectory_format=pw['trajectory_format'])
+    workers, envs = [], []
+    for rank in range(num_env_nodes):
+        cfg = rollout_config(pe, rank)
+        env = SimFrankaVecEnv(cfg.num_envs, cfg.image_obs, cfg.image_size, cfg.seed, cfg.max_episode_steps)
+        if pe.get('collect_episodes') and output_dir:
+            env = CollectEpisode(env, str(Path(output_dir) / 'collected_data' / f'env_{rank}'), rank=rank,
+                                 num_envs=cfg.num_envs, export_format=pe['export_format'], fps=pe['fps'],
+                                 only_success=pe['only_success'], finalize_interval=pe['finalize_interval'])
+        envs.append(env)
+        workers.append(EnvWorker(cfg, env))
+    t_data = 0.0
+    t0 = time.perf_counter()
+    gens = [w.run() for w in workers]
+    reqs = [next(g) for g in gens]
+    live = list(range(len(gens)))
+    while live:
+        for i in list(live):
+            t1 = time.perf_counter()
+            chunk, pol, envp = policy.handle(reqs[i])
+            for part in (pol, envp):
+                if part is not None:
+                    for o in collector.push(part):
+                        buffer.add_trajectories([o.trajectory])
+            t_data += time.perf_counter() - t1
+            try:
+                reqs[i] = gens[i].send(chunk.actions if chunk is not None else None)
+            except StopIteration:
+                live.remove(i)
+    buffer.close()
+    for e in envs:
+        e.close()
+    wall = time.perf_counter() - t0
+    stats = [w.stats for w in workers]
+    return {'wall_s': wall, 'data_path_s': t_data, 'env_s': sum(s.env_time_s for s in stats),
+            'chunks': sum(s.chunks for s in stats), 'episodes': sum(s.episodes for s in stats),
+            'successes': sum(s.successes for s in stats), 'replay_buffer': buf_dir}
+
+
+def make_policy_worker(pp: dict):
+    from ..policies.actor_critic import ActorCritic
+    from ..policies.scripted import PickCubeExpert
+    from ..rollout.workers import PolicyWorker
+    model = ActorCritic(pp['state_dim'], pp['action_dim'], pp['chunk'], pp['hidden'], pp['use_images'],
+                        pp.get('image_size', 128), seed=pp['seed'])
+    if pp.get('weights'):
+        model.load_weights(pp['weights'])
+    expert = PickCubeExpert(noise=pp.get('expert_noise', 0.0), seed=pp['seed']) if pp['policy'] == 'expert' else None
+    return PolicyWorker(model.eval(), expert, pp['seed'], pp.get('collect_transitions', False),
+                        pp.get('model_version', 0))
+
+
+def make_plan(pc: dict):
+    from ..core.collector import TrajectoryPlan
+    from ..core.schema import RewardConfig
+    from ..core.trajectory import CollectConfig
+    return TrajectoryPlan(mode=pc['mode'], num_epochs=pc['num_epochs'], chunks_per_epoch=pc['chunks_per_epoch'],
+                          sources=[(r, 0) for r in pc['env_ranks']], envs_per_source=pc['num_envs'],
+                          collect=CollectConfig(RewardConfig(auto_reset=pc.get('auto_reset', True),
+                                                             gamma=pc.get('gamma', 0.99)),
+                                                collect_transitions=pc.get('collect_transitions', False)),
+                          num_shards=pc.get('num_shards', 1), gamma=pc.get('gamma', 0.99),
+                          gae_lambda=pc.get('gae_lambda', 0.95))
+
+
+def rollout_config(pe: dict, rank: int):
+    from ..rollout.workers import RolloutConfig
+    fields = RolloutConfig.__dataclass_fields__
+    return RolloutConfig(**{**{k: v for k, v in pe.items() if k in fields}, 'env_rank': rank})
+
+
+# -- as ROS 2 processes --------------------------------------------------------------------------
+def _stats(node, client_name: str) -> dict[str, float]:
+    import rclpy
+    from .. import srv as S
+    cli = node.create_client(S.GetStats, client_name)
+    try:
+        if not cli.wait_for_service(timeout_sec=5.0):
+            return {}
+        fut = cli.call_async(S.GetStats.Request())
+        rclpy.spin_until_future_complete(node, fut, timeout_sec=10.0)
+        r = fut.result()
+        return dict(zip(r.names, r.values)) if r is not None else {}
+    finally:
+        node.destroy_client(cli)
+
+
+def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
+            drain_timeout_s: float = 120.0) -> dict:
+    import rclpy
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    pfile = work / 'params.yaml'
+    pfile.write_text(params_yaml(params))
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    procs: dict[str, subprocess.Popen] = {}
+    logs: dict[str, list] = {}
+
+    def start(name: str, module: str, extra: list[str]) -> None:
+        cmd = [sys.executable, '-m', f'rl_traj_ros.nodes.{module}', '--ros-args', '--params-file', str(pfile),
+               *extra]
+        procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                       start_new_session=True)
+        sink = logs[name] = []
+
+        def pump(proc=procs[name], prefix=f'[{name}]'):
+            for line in proc.stdout:
+                sink.append(line)
+                if not quiet:
+                    print(prefix, line, end='', flush=True)
+        threading.Thread(target=pump, daemon=True).start()
+
+    t0 = time.monotonic()
+    rclpy.init()
+    node = rclpy.create_node('sim_collect_runner')
+    try:
+        start('writer', 'replay_buffer_writer_node', [])
+        start('collector', 'trajectory_collector_node', [])
+        start('policy', 'policy_node', [])
+        for r in range(num_env_nodes):
+            start(f'env_{r}', 'franka_env_node', ['-r', f'__ns:=/env_{r}', '-p', f'env_rank:={r}'])
+        env_names = [n for n in procs if n.startswith('env_')]
+        for n in env_names:
+            procs[n].wait()
+        failed = [n for n in procs if procs[n].poll() not in (None, 0)]
+        # drain: everything the collector flushed is stored, nothing is pending
+        deadline = time.monotonic() + drain_timeout_s
+        col, wr = {}, {}
+        while time.monotonic() < deadline:
+            col = _stats(node, '/trajectory_collector_node/get_stats')
+            wr = _stats(node, '/replay_buffer_writer_node/get_stats')
+            if col and wr and col.get('pending_keys', 1) == 0 and wr.get('stored', -1) >= col.get('published', 0) \
+                    and col.get('published', 0) > 0:
+                break
+            time.sleep(0.5)
+        wall = time.monotonic() - t0
+    finally:
+        for name, p in procs.items():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGINT)
+        for name, p in procs.items():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    done_lines = [l for n in env_names for l in logs[n] if '] done:' in l]
+    totals = {'chunks': 0, 'episodes': 0, 'successes': 0}
+    for line in done_lines:
+        for k in totals:
+            totals[k] += int(line.split(f'{k}=')[1].split()[0])
+    return {'wall_s': wall, 'collector': col, 'writer': wr, 'failed': failed, **totals,
+            'exit_codes': {n: p.returncode for n, p in procs.items()}, 'logs': logs}
+
+
+def main(args) -> int:
+    params = apply_overrides(load_params(args.config), args.num_env_nodes, args.num_envs, args.episodes,
+                             args.output_dir, args.policy, args.image_obs, args.steps)
+    out = Path(args.output_dir)
+    if args.in_process:
+        r = run_inprocess(params, args.num_env_nodes, str(out))
+    else:
+        r = run_ros(params, args.num_env_nodes, str(out))
+    rate = r['successes'] / r['episodes'] if r['episodes'] else 0.0
+    print(f"\n[sim_collect] {r['episodes']} episodes, {r['successes']} successful ({rate:.0%}), "
+          f"{r['chunks']} chunks in {r['wall_s']:.1f} s ({r['chunks'] / max(r['wall_s'], 1e-9):.1f} chunks/s)")
+    print(f"[sim_collect] replay buffer: {out / 'replay_buffer'}")
+    if params['franka_env_node'].get('collect_episodes'):
+        for d in sorted((out / 'collected_data').glob('env_*')):
+            print(f"[sim_collect] {params['franka_env_node']['export_format']} dataset: {d}")
+    if not args.in_process:
+        print(f"[sim_collect] collector: {r['collector']}")
+        print(f"[sim_collect] writer: {r['writer']}")
+        bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -signal.SIGINT)}
+        if bad or r['failed']:
+            print(f'[sim_collect] FAILED nodes: {bad or r["failed"]}')
+            return 1
+    target = params['franka_env_node'].get('target_successes', 0) * args.num_env_nodes
+    if target and r['successes'] < target:
+        print(f'[sim_collect] only {r["successes"]} of {target} successful episodes (step cap reached)')
+        return 1
+    return 0

@@ -1,0 +1,193 @@
+"""The env side and the policy side of the chunk protocol, without ROS (spec §2 flow).
+
+``EnvWorker`` turns a vector env into a stream of PolicyInputs: each carries the current
+obs under a new key and the previous chunk's EnvPart. ``PolicyWorker`` answers a request
+with the action chunk, the PolicyPart and the completed attached EnvPart. The ROS nodes
+only move these objects over topics; ``run_inprocess`` wires them directly, which is both
+the reference for the end-to-end test and the no-ROS baseline of the benchmark.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Generator, Optional
+
+import numpy as np
+import torch
+
+from ..core.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart,
+                           TrajectoryKey, TrajectorySource)
+from ..policies.actor_critic import ActorCritic
+from ..policies.scripted import PickCubeExpert
+
+
+@dataclass
+class RolloutConfig:
+    env_rank: int = 0
+    stage_id: int = 0
+    num_envs: int = 2
+    chunk: int = 4
+    action_dim: int = 7
+    num_epochs: int = 1
+    chunks_per_epoch: int = 10
+    num_steps: int = 1            # training steps to run; with target_successes: at most this many (0 = no cap)
+    target_successes: int = 0     # stop at the first step boundary after this many successful episodes
+    seed: int = 0
+    image_obs: bool = False
+    image_size: int = 128
+    max_episode_steps: int = 100
+
+
+@dataclass
+class EnvStats:
+    chunks: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    successes: int = 0
+    interventions: int = 0
+    env_time_s: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+
+def obs_to_torch(obs: dict) -> dict:
+    out = {}
+    for k, v in obs.items():
+        if isinstance(v, np.ndarray) and v.dtype != object:
+            out[k] = torch.from_numpy(np.ascontiguousarray(v))
+        else:
+            out[k] = list(v)
+    return out
+
+
+# (expert action [A], active, env index or -1) or None
+InterventionSource = Callable[[], Optional[tuple[np.ndarray, bool, int]]]
+
+
+class EnvWorker:
+    def __init__(self, cfg: RolloutConfig, env, interventions: Optional[InterventionSource] = None,
+                 should_stop: Optional[Callable[[], bool]] = None):
+        self.cfg, self.env = cfg, env
+        self.interventions = interventions
+        self.should_stop = should_stop or (lambda: False)
+        self.stats = EnvStats()
+
+    def _source(self, step: int, epoch: int, chunk: int) -> list[TrajectorySource]:
+        key = TrajectoryKey(step, epoch, self.cfg.env_rank, self.cfg.stage_id, chunk)
+        return [TrajectorySource(key, self.cfg.num_envs, 0)]
+
+    def run(self) -> Generator[PolicyInput, Optional[torch.Tensor], None]:
+        """Yields requests; send() the reply's actions [B, C*A]. Ends with a key-less request
+        that only carries the last EnvPart."""
+        cfg = self.cfg
+        obs, _ = self.env.reset(seed=cfg.seed)
+        prev: Optional[EnvPart] = None
+        step = 0
+        while True:
+            for epoch in range(cfg.num_epochs):
+                for l in range(cfg.chunks_per_epoch):
+                    src = self._source(step, epoch, l)
+                    actions = yield PolicyInput(src, obs_to_torch(obs), prev)
+                    obs, transition, next_obs = self._execute(actions)
+                    last = l == cfg.chunks_per_epoch - 1
+                    terminal = bool(transition.dones.any())
+                    prev = EnvPart(src, transition, next_obs=next_obs if (terminal or last) else None,
+                                   requires_inference=last or terminal,
+                                   initial_transition=EnvTransition.zeros(cfg.num_envs, cfg.chunk, cfg.action_dim)
+                                   if l == 0 else None)
+            step += 1
+            done_target = cfg.target_successes and self.stats.successes >= cfg.target_successes
+            if (cfg.num_steps and step >= cfg.num_steps) or done_target or self.should_stop():
+                break
+        yield PolicyInput([], obs_to_torch(obs), prev)
+
+    def _execute(self, actions: torch.Tensor) -> tuple[dict, EnvTransition, dict]:
+        cfg = self.cfg
+        b, c, a_dim = cfg.num_envs, cfg.chunk, cfg.action_dim
+        acts = actions.detach().cpu().numpy().astype(np.float32).reshape(b, c, a_dim).copy()
+        rewards = np.zeros((b, c), np.float32)
+        term = np.zeros((b, c), bool)
+        trunc = np.zeros((b, c), bool)
+        iflags = np.zeros((b, c), bool)
+        iacts = np.zeros((b, c * a_dim), np.float32)
+        final: dict[int, dict] = {}
+        obs = None
+        t0 = time.perf_counter()
+        for s in range(c):
+            a = acts[:, s]
+            cmd = self.interventions() if self.interventions else None
+            if cmd is not None and cmd[1]:
+                rows = range(b) if cmd[2] < 0 else [cmd[2]]
+                for i in rows:
+                    a[i] = cmd[0]
+                    iflags[i, s] = True
+                    iacts[i, s * a_dim:(s + 1) * a_dim] = cmd[0]
+                self.stats.interventions += 1
+            obs, r, te, tr, info = self.env.step(a)
+            rewards[:, s], term[:, s], trunc[:, s] = r, te, tr
+            for i in np.nonzero(np.asarray(te) | np.asarray(tr))[0]:
+                self.stats.episodes += 1
+                fin = info.get('final_info', {})
+                if bool(np.asarray(fin.get('success', info.get('success', np.zeros(b))))[i]):
+                    self.stats.successes += 1
+                final.setdefault(int(i), info['final_obs'][i])
+        self.stats.env_time_s += time.perf_counter() - t0
+        self.stats.chunks += 1
+        self.stats.env_steps += b * c
+        next_obs = obs_to_torch(obs)
+        for i, fo in final.items():  # the pre-reset observation ends the chunk's transition
+            for k, v in fo.items():
+                next_obs[k][i] = torch.from_numpy(np.asarray(v))
+        transition = EnvTransition(torch.from_numpy(rewards), torch.from_numpy(term | trunc), torch.from_numpy(term),
+                                   torch.from_numpy(trunc), torch.from_numpy(iacts), torch.from_numpy(iflags))
+        return obs, transition, next_obs
+
+
+def _key_seed(seed: int, key: TrajectoryKey) -> int:
+    h = seed * 1000003
+    for v in key.as_tuple():
+        h = (h * 31 + v) & 0x7FFFFFFF
+    return h
+
+
+class PolicyWorker:
+    def __init__(self, model: ActorCritic, expert: Optional[PickCubeExpert] = None, seed: int = 0,
+                 keep_next_obs: bool = False, model_version: int = 0):
+        self.model, self.expert, self.seed = model, expert, seed
+        self.keep_next_obs, self.model_version = keep_next_obs, model_version
+
+    def infer(self, req: PolicyInput) -> tuple[ActionChunk, PolicyPart]:
+        b = sum(s.size for s in req.sources)
+        g = torch.Generator().manual_seed(_key_seed(self.seed, req.sources[0].key))
+        given = None
+        if self.expert is not None:
+            states = req.obs['states'].numpy()
+            given = torch.from_numpy(np.stack([self.expert.act_chunk(states[i], self.model.chunk).reshape(-1)
+                                               for i in range(b)])).clamp(-1.0, 1.0)
+        actions, logp, values = self.model.act(req.obs, generator=g, actions=given)
+        versions = torch.full((b, self.model.chunk), self.model_version, dtype=torch.int64)
+        out = PolicyOutput({'action': actions}, logp, values, versions)
+        return ActionChunk(req.sources, actions, self.model_version), PolicyPart(req.sources, req.obs, output=out)
+
+    def complete(self, req: PolicyInput) -> Optional[EnvPart]:
+        part = req.env_part
+        if part is None:
+            return None
+        resolved = part.next_obs if part.next_obs is not None else req.obs
+        values = self.model.values(resolved) if part.requires_inference else None
+        return part.complete(req.obs, values, keep_next_obs=self.keep_next_obs)
+
+    def handle(self, req: PolicyInput) -> tuple[Optional[ActionChunk], Optional[PolicyPart], Optional[EnvPart]]:
+        chunk, pol = self.infer(req) if req.sources else (None, None)
+        return chunk, pol, self.complete(req)
+
+
+def drive(worker: EnvWorker, answer: Callable[[PolicyInput], Optional[torch.Tensor]]) -> None:
+    """Run an EnvWorker to its end, answering each request with ``answer``."""
+    gen = worker.run()
+    req = next(gen)
+    while True:
+        actions = answer(req)
+        try:
+            req = gen.send(actions)
+        except StopIteration:
+            return
