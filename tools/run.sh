@@ -7,4 +7,5 @@ bash "$ROOT/tools/setup.sh"
 . "$ROOT/env.sh"
 cd "$ROOT"
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( ($$ % 100) + 100 ))}"
-exec python -m rl_traj_ros.cli "${@:-smoke}"
+if [ $# -eq 0 ]; then set -- run sim_collect; fi
+exec python -m rl_traj_ros.cli "$@"

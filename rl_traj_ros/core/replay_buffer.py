@@ -46,16 +46,21 @@ class TrajectoryEntry:
     shape: list[int]             # [T, B]
     max_episode_length: int      # longest run of chunks between dones (T if none)
     directory: Optional[Path] = None  # where its file lives; None: memory only
+    keys: Optional[list[list[int]]] = None  # TrajectoryKeys it holds (collector output): audit, dedupe
 
     def to_json(self) -> dict:
-        return {'uuid': self.uuid, 'trajectory_id': self.trajectory_id, 'num_samples': self.num_samples,
-                'shape': self.shape, 'max_episode_length': self.max_episode_length}
+        d = {'uuid': self.uuid, 'trajectory_id': self.trajectory_id, 'num_samples': self.num_samples,
+             'shape': self.shape, 'max_episode_length': self.max_episode_length}
+        if self.keys is not None:
+            d['keys'] = self.keys
+        return d
 
     @classmethod
     def from_json(cls, d: dict, directory: Path, where: Path) -> 'TrajectoryEntry':
         try:
             return cls(str(d['uuid']), int(d['trajectory_id']), int(d['num_samples']), [int(x) for x in d['shape']],
-                       int(d['max_episode_length']), directory)
+                       int(d['max_episode_length']), directory,
+                       [list(map(int, k)) for k in d['keys']] if 'keys' in d else None)
         except (KeyError, TypeError, ValueError) as e:
             raise BufferFileError(f'index file {where} has a corrupt entry {d!r}: {e}') from None
 
@@ -305,8 +310,9 @@ class TrajectoryReplayBuffer:
             with self._lock:
                 tid = self._counter
                 self._counter += 1
+                keys = [list(k.as_tuple()) for k in traj.keys] if isinstance(traj, Trajectory) and traj.keys else None
                 entry = TrajectoryEntry(str(uuidlib.uuid4()), tid, shape[0] * shape[1], shape, max_len,
-                                        self.auto_save_path if self.auto_save else None)
+                                        self.auto_save_path if self.auto_save else None, keys)
                 self._entries.append(entry)
                 self._total_samples += entry.num_samples
                 self._cache.put(tid, flat)

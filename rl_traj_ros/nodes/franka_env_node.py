@@ -22,7 +22,7 @@ from ..core.episodes import CollectEpisode
 from ..envs.sim_franka import SimFrankaVecEnv
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
-from ..rollout.workers import EnvWorker, RolloutConfig
+from ..rollout.workers import EnvStats, EnvWorker, RolloutConfig
 from .common import declare, run_node, topic, wait_acked
 
 
@@ -59,15 +59,9 @@ class FrankaEnvNode(Node):
                 raise ValueError(f'{k} must be >= 1, got {p[k]}')
         self.p = p
         self.cfg = RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
-        env = SimFrankaVecEnv(p['num_envs'], p['image_obs'], p['image_size'], p['seed'], p['max_episode_steps'])
-        if p['collect_episodes']:
-            env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
-                                 num_envs=p['num_envs'], export_format=p['export_format'], fps=p['fps'],
-                                 only_success=p['only_success'], finalize_interval=p['finalize_interval'],
-                                 lerobot_version=p['lerobot_version'])
-        self.env = env
+        self.env = None     # made in the rollout thread: an EGL context is bound to its thread
+        self.worker: Optional[EnvWorker] = None
         self._latest_intervention: Optional[tuple[float, M.Intervention]] = None
-        self.worker = EnvWorker(self.cfg, env, self._intervention)
         self.pub_req = self.create_publisher(M.PolicyInput, topic(self, 'policy_input'), DATA_QOS)
         self.pub_cam = self.create_publisher(Image, 'camera/front', SIDE_QOS)
         self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
@@ -107,8 +101,20 @@ class FrankaEnvNode(Node):
         return np.asarray(m.action, np.float32), bool(m.active), int(m.env_index)
 
     # -- the rollout loop (own thread) ----------------------------------------------------------
+    def _make_env(self):
+        p = self.p
+        env = SimFrankaVecEnv(p['num_envs'], p['image_obs'], p['image_size'], p['seed'], p['max_episode_steps'])
+        if p['collect_episodes']:
+            env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
+                                 num_envs=p['num_envs'], export_format=p['export_format'], fps=p['fps'],
+                                 only_success=p['only_success'], finalize_interval=p['finalize_interval'],
+                                 lerobot_version=p['lerobot_version'])
+        return env
+
     def _loop(self) -> None:
         try:
+            self.env = self._make_env()
+            self.worker = EnvWorker(self.cfg, self.env, self._intervention)
             gen = self.worker.run()
             req = next(gen)
             while rclpy.ok() and not self._stop.is_set():
@@ -137,7 +143,9 @@ class FrankaEnvNode(Node):
             self.exit_code = 1
         finally:
             wait_acked(self, (self.pub_req,))
-            s = self.worker.stats
+            if self.env is not None:
+                self.env.close()  # in this thread (EGL); CollectEpisode flushes and finalizes here
+            s = self.worker.stats if self.worker is not None else EnvStats()
             print(f"[env {self.cfg.env_rank}] done: steps={s.chunks // (self.cfg.num_epochs * self.cfg.chunks_per_epoch)} "
                   f'chunks={s.chunks} episodes={s.episodes} successes={s.successes}', flush=True)
             self.finished = True
@@ -164,8 +172,7 @@ class FrankaEnvNode(Node):
 
     def shutdown(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=15)
-        self.env.close()  # CollectEpisode flushes and finalizes here
+        self._thread.join(timeout=60)
 
 
 def main(args=None) -> int:

@@ -204,7 +204,7 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             procs[n].wait()
         failed = [n for n in procs if procs[n].poll() not in (None, 0)]
         # drain: everything the collector flushed is stored, nothing is pending
-        deadline = time.monotonic() + drain_timeout_s
+        deadline = time.monotonic() + (drain_timeout_s if not failed else 0.0)
         col, wr = {}, {}
         while time.monotonic() < deadline:
             col = _stats(node, '/trajectory_collector_node/get_stats')

@@ -31,8 +31,9 @@ def make_contact_sheet(buffer_dir: str, out: str, field: str | None = None, max_
     for tid in ids[:: max(1, len(ids) // max_tiles)][:max_tiles]:
         data = load_trajectory(d / trajectory_filename(tid, fmt), fmt)
         key = field or next((k for k in IMAGE_FIELDS if k in data), None)
-        if key is None:
-            raise ValueError(f'no image field in trajectory {tid}; fields: {sorted(data)}; pass --field')
+        if key is None or key not in data:
+            raise ValueError(f'no image field {key or ""} in trajectory {tid}; fields: {sorted(data)} (collect '
+                             'observations with collect_transitions, or pass --field)')
         imgs = data[key]
         rows = np.linspace(0, imgs.shape[0] - 1, min(per, imgs.shape[0])).astype(int)
         for r in rows:

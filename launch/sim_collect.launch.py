@@ -1,0 +1,53 @@
+"""Sim collection pipeline: env node(s), policy, trajectory collector, replay-buffer writer.
+
+    ros2 launch rl_traj_ros sim_collect.launch.py num_env_nodes:=2 num_envs:=4 episodes:=20 \
+        output_dir:=/data/run1 policy:=expert
+
+Same nodes and the same config/sim_collect.yaml as `python -m rl_traj_ros.cli run sim_collect`.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+ARGS = {
+    'config': (os.path.join(get_package_share_directory('rl_traj_ros'), 'config', 'sim_collect.yaml'),
+               'params file of every node'),
+    'num_env_nodes': ('1', 'env nodes (env_rank 0..N-1), each in namespace env_<rank>'),
+    'num_envs': ('2', 'parallel envs per env node'),
+    'episodes': ('10', 'successful episodes to collect in total'),
+    'output_dir': ('outputs/sim_collect', 'replay buffer and collected datasets go here'),
+    'policy': ('expert', "'expert' (scripted) or 'mlp'"),
+}
+
+
+def _nodes(context):
+    arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
+    n_env = int(arg['num_env_nodes'])
+    num_envs = int(arg['num_envs'])
+    per_node = -(-int(arg['episodes']) // n_env)
+    shared = {'num_envs': num_envs}
+    nodes = [
+        Node(package='rl_traj_ros', executable='replay_buffer_writer_node', name='replay_buffer_writer_node',
+             parameters=[arg['config'], {'output_dir': os.path.join(arg['output_dir'], 'replay_buffer')}],
+             output='screen'),
+        Node(package='rl_traj_ros', executable='trajectory_collector_node', name='trajectory_collector_node',
+             parameters=[arg['config'], shared, {'env_ranks': list(range(n_env))}], output='screen'),
+        Node(package='rl_traj_ros', executable='policy_node', name='policy_node',
+             parameters=[arg['config'], shared, {'policy': arg['policy']}], output='screen'),
+    ]
+    for rank in range(n_env):
+        nodes.append(Node(
+            package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace=f'env_{rank}',
+            parameters=[arg['config'], shared, {'env_rank': rank, 'target_successes': per_node,
+                                                'collect_dir': os.path.join(arg['output_dir'], 'collected_data')}],
+            output='screen'))
+    return nodes
+
+
+def generate_launch_description():
+    return LaunchDescription([DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in ARGS.items()]
+                             + [OpaqueFunction(function=_nodes)])
