@@ -71,6 +71,7 @@ class FrankaEnvNode(Node):
         self._waiting_for = None
         self._last_cam = 0.0
         self._stop = threading.Event()
+        self._t_first: Optional[float] = None  # first request sent (after discovery)
         self.finished = False
         self.exit_code = 0
         self._thread = threading.Thread(target=self._loop, name='env-loop', daemon=True)
@@ -128,6 +129,8 @@ class FrankaEnvNode(Node):
                 self._reply.clear()
                 while self.pub_req.get_subscription_count() == 0 and rclpy.ok():
                     time.sleep(0.05)  # wait for the policy node to be discovered
+                if self._t_first is None:
+                    self._t_first = time.monotonic()
                 self.pub_req.publish(msg)
                 deadline = time.monotonic() + self.p['reply_timeout_s']
                 while not self._reply.wait(0.1):
@@ -147,7 +150,8 @@ class FrankaEnvNode(Node):
                 self.env.close()  # in this thread (EGL); CollectEpisode flushes and finalizes here
             s = self.worker.stats if self.worker is not None else EnvStats()
             print(f"[env {self.cfg.env_rank}] done: steps={s.chunks // (self.cfg.num_epochs * self.cfg.chunks_per_epoch)} "
-                  f'chunks={s.chunks} episodes={s.episodes} successes={s.successes}', flush=True)
+                  f'chunks={s.chunks} episodes={s.episodes} successes={s.successes} env_s={s.env_time_s:.3f} '
+                  f'loop_s={time.monotonic() - (self._t_first or time.monotonic()):.3f}', flush=True)
             self.finished = True
 
     def _progress(self) -> None:

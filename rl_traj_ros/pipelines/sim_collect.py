@@ -227,10 +227,10 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         node.destroy_node()
         rclpy.try_shutdown()
     done_lines = [l for n in env_names for l in logs[n] if '] done:' in l]
-    totals = {'chunks': 0, 'episodes': 0, 'successes': 0}
+    totals = {'chunks': 0, 'episodes': 0, 'successes': 0, 'env_s': 0.0, 'loop_s': 0.0}
     for line in done_lines:
         for k in totals:
-            totals[k] += int(line.split(f'{k}=')[1].split()[0])
+            totals[k] += type(totals[k])(line.split(f'{k}=')[1].split()[0])
     return {'wall_s': wall, 'collector': col, 'writer': wr, 'failed': failed, **totals,
             'exit_codes': {n: p.returncode for n, p in procs.items()}, 'logs': logs}
 
