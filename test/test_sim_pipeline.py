@@ -73,3 +73,37 @@ def test_launch_file_describes_the_pipeline():
     ld = mod.generate_launch_description()
     from launch import LaunchDescription
     assert isinstance(ld, LaunchDescription) and len(ld.entities) >= 5
+
+
+TELEOP = r'''
+import time, rclpy
+from rl_traj_ros import msg as M
+from rl_traj_ros.ros.qos import TELEOP_QOS
+rclpy.init()
+n = rclpy.create_node("fake_teleop")
+pub = n.create_publisher(M.Intervention, "/rl_traj/intervention", TELEOP_QOS)
+print("ready", flush=True)
+while True:
+    m = M.Intervention(source_device="test", env_index=-1, action=[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5], active=True)
+    m.header.stamp = n.get_clock().now().to_msg()
+    pub.publish(m)
+    time.sleep(0.01)
+'''
+
+
+def test_interventions_replace_actions_and_are_recorded(tmp_path):
+    from rosutil import ros_process
+    p = sc.apply_overrides(sc.load_params(sc.DEFAULT_CONFIG), num_env_nodes=1, num_envs=2, steps=1,
+                           output_dir=str(tmp_path), image_obs=False)
+    for n in sc.NODES:
+        p[n].update(num_epochs=1, chunks_per_epoch=4)
+    p['franka_env_node'].update(collect_episodes=False, camera_topic_rate_hz=0.0)
+    with ros_process(['-c', TELEOP]):
+        r = sc.run_ros(p, 1, str(tmp_path), quiet=True)
+    assert not r['failed']
+    (entry, data), = stored(tmp_path / 'replay_buffer')
+    flags = data['intervene_flags'].bool()
+    assert flags.any(), 'no intervention was applied'
+    expert = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]).repeat(4)  # C=4 slots
+    rows = flags.reshape(-1, 28).all(1)
+    assert torch.allclose(data['actions'].reshape(-1, 28)[rows], expert.expand(int(rows.sum()), 28))

@@ -44,6 +44,25 @@ def make_executor():
         return SingleThreadedExecutor()
 
 
+def diagnostics_publisher(node: Node, period_s: float, counters) -> None:
+    """Publish ``counters()`` as a diagnostic_msgs/DiagnosticArray on /diagnostics (rqt, foxglove)."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
+
+    def tick() -> None:
+        values = counters()
+        status = DiagnosticStatus(name=node.get_fully_qualified_name(), hardware_id='rl_traj_ros',
+                                  message=', '.join(f'{k}={v}' for k, v in values.items()),
+                                  values=[KeyValue(key=str(k), value=str(v)) for k, v in values.items()])
+        bad = values.get('rejected', 0) or values.get('decode_errors', 0) or values.get('expired', 0)
+        status.level = DiagnosticStatus.WARN if bad else DiagnosticStatus.OK
+        arr = DiagnosticArray(status=[status])
+        arr.header.stamp = node.get_clock().now().to_msg()
+        pub.publish(arr)
+    if period_s > 0:
+        node.create_timer(period_s, tick)
+
+
 def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
     """KEEP_ALL publishers hold samples until readers acknowledged them: wait before exiting."""
     from rclpy.duration import Duration

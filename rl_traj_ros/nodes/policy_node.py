@@ -7,6 +7,7 @@ stream has one producer and one ordering boundary (spec §2).
 """
 from __future__ import annotations
 
+import torch
 from rclpy.node import Node
 
 from .. import msg as M
@@ -44,8 +45,9 @@ class PolicyNode(Node):
                             p['image_size'], seed=p['seed'])
         if p['weights']:
             model.load_weights(p['weights'])
-        if p['device'] != 'cpu':
-            self.get_logger().warn('inference runs on the CPU copy; device is used for training only')
+        if p['device'].startswith('cuda') and not torch.cuda.is_available():
+            raise ValueError(f"device {p['device']!r} requested but CUDA is not available")
+        model = model.to(p['device'])
         expert = PickCubeExpert(noise=p['expert_noise'], seed=p['seed']) if p['policy'] == 'expert' else None
         self.worker = PolicyWorker(model.eval(), expert, p['seed'], p['collect_transitions'], p['model_version'])
         self.pub_action = self.create_publisher(M.ActionChunk, topic(self, 'action_chunk'), DATA_QOS)

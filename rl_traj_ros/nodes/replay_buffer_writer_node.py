@@ -12,7 +12,7 @@ from .. import srv as S
 from ..core.replay_buffer import TrajectoryReplayBuffer
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from .common import declare, run_node, topic
+from .common import declare, diagnostics_publisher, run_node, topic
 
 
 class ReplayBufferWriterNode(Node):
@@ -25,6 +25,7 @@ class ReplayBufferWriterNode(Node):
             'sample_window_size': (100, 'sampling window (0 = all)'),
             'seed': (1234, 'sampling seed'),
             'max_pending_writes': (4, 'writer queue bound (backpressure)'),
+            'diagnostics_period_s': (1.0, 'period of the /diagnostics counters'),
         })
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
                                              sample_window_size=p['sample_window_size'], auto_save=True,
@@ -34,6 +35,8 @@ class ReplayBufferWriterNode(Node):
         self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
         self.create_service(S.SaveCheckpoint, '~/save_checkpoint', self.on_save)
         self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        diagnostics_publisher(self, p['diagnostics_period_s'],
+                              lambda: {**self.counters, 'trajectories': len(self.buffer)})
         self.get_logger().info(f"writing trajectories to {p['output_dir']} ({len(self.buffer)} already there)")
 
     def on_trajectory(self, m: M.Trajectory) -> None:

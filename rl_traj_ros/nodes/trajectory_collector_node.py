@@ -17,7 +17,7 @@ from ..core.trajectory import CollectConfig, Trajectory
 from ..core.schema import RewardConfig
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from .common import declare, run_node, topic, wait_acked
+from .common import declare, diagnostics_publisher, run_node, topic, wait_acked
 
 
 def episode_as_trajectory(ep) -> Trajectory:
@@ -56,6 +56,7 @@ class TrajectoryCollectorNode(Node):
             'auto_reset': (True, 'add gamma * bootstrap value on truncated chunks'),
             'pending_timeout_s': (120.0, 'drop and report a part whose other half did not come in time'),
             'stats_period_s': (5.0, 'period of the counters log line; 0 = off'),
+            'diagnostics_period_s': (1.0, 'period of the /diagnostics counters (joined, pending, rejected, flushed)'),
         })
         ranks = list(p['env_ranks'])
         if not ranks:
@@ -78,6 +79,7 @@ class TrajectoryCollectorNode(Node):
                                  lambda m: self.on_part(m, cv.env_part_from_msg), DATA_QOS)
         self.create_service(S.GetStats, '~/get_stats', self.on_stats)
         self.create_timer(5.0, self.expire)
+        diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         if p['stats_period_s'] > 0:
             self.create_timer(p['stats_period_s'], lambda: self.get_logger().info(f'counters: {self.stats()}'))
 

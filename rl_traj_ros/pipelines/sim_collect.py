@@ -125,6 +125,7 @@ def make_policy_worker(pp: dict):
                         pp.get('image_size', 128), seed=pp['seed'])
     if pp.get('weights'):
         model.load_weights(pp['weights'])
+    model = model.to(pp.get('device', 'cpu'))
     expert = PickCubeExpert(noise=pp.get('expert_noise', 0.0), seed=pp['seed']) if pp['policy'] == 'expert' else None
     return PolicyWorker(model.eval(), expert, pp['seed'], pp.get('collect_transitions', False),
                         pp.get('model_version', 0))

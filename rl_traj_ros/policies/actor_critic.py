@@ -28,10 +28,14 @@ class ActorCritic(nn.Module):
         self.value = nn.Linear(hidden, 1)
         self.log_std = nn.Parameter(torch.full((chunk * action_dim,), init_log_std))
 
+    @property
+    def device(self) -> torch.device:
+        return self.value.weight.device
+
     def features(self, obs: dict) -> torch.Tensor:
-        x = obs['states'].to(torch.float32)
+        x = obs['states'].to(self.device, torch.float32)
         if self.use_images:
-            img = obs['main_images'].permute(0, 3, 1, 2).to(torch.float32) / 255.0
+            img = obs['main_images'].to(self.device).permute(0, 3, 1, 2).to(torch.float32) / 255.0
             x = torch.cat([x, self.cnn(img)], dim=1)
         return self.trunk(x)
 
@@ -47,14 +51,16 @@ class ActorCritic(nn.Module):
         """
         h = self.features(obs)
         d = self.dist(h)
-        if actions is None:
-            noise = torch.randn(d.mean.shape, generator=generator)
+        if actions is None:  # noise drawn on the CPU: the same actions on any device
+            noise = torch.randn(d.mean.shape, generator=generator).to(self.device)
             actions = (d.mean + d.stddev * noise).clamp(-1.0, 1.0)
-        return actions, d.log_prob(actions), self.value(h)
+        else:
+            actions = actions.to(self.device)
+        return actions.cpu(), d.log_prob(actions).cpu(), self.value(h).cpu()
 
     @torch.no_grad()
     def values(self, obs: dict) -> torch.Tensor:
-        return self.value(self.features(obs))
+        return self.value(self.features(obs)).cpu()
 
     def load_weights(self, path: str) -> None:
         self.load_state_dict(torch.load(path, map_location='cpu', weights_only=True))
