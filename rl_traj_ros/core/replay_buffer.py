@@ -296,6 +296,10 @@ class TrajectoryReplayBuffer:
     def total_samples(self) -> int:
         return self._total_samples
 
+    def stored_keys(self) -> set[tuple[int, ...]]:
+        """TrajectoryKeys of every indexed trajectory (what a writer deduplicates against)."""
+        return {tuple(k) for e in self._entries for k in (e.keys or [])}
+
     @property
     def trajectory_ids(self) -> list[int]:
         return [e.trajectory_id for e in self._entries]

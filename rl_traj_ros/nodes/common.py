@@ -17,6 +17,7 @@ TOPICS = {
     'env_part': 'env_part',            # policy -> collector (EnvPart)
     'trajectory': 'trajectory',        # collector -> writer (Trajectory)
     'intervention': 'intervention',    # teleop -> env (Intervention)
+    'key_ack': 'key_ack',              # writer -> collector, policy (KeyAck: keys durably stored)
 }
 
 

@@ -43,7 +43,8 @@ class FrankaEnvNode(Node):
             'image_obs': (False, 'render the front and wrist cameras'),
             'image_size': (128, 'camera height and width'),
             'max_episode_steps': (100, 'episode time limit (truncation)'),
-            'reply_timeout_s': (60.0, 'give up when the policy does not answer a chunk in time'),
+            'reply_timeout_s': (300.0, 'give up when the policy does not answer a chunk in time'),
+            'request_resend_s': (5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes'),
             'intervention_timeout_s': (0.25, 'interventions older than this are stale and ignored'),
             'camera_topic_rate_hz': (2.0, 'rate of the sensor_msgs/Image side topic; 0 = off'),
             'collect_episodes': (False, 'record episodes with CollectEpisode'),
@@ -133,9 +134,13 @@ class FrankaEnvNode(Node):
                     self._t_first = time.monotonic()
                 self.pub_req.publish(msg)
                 deadline = time.monotonic() + self.p['reply_timeout_s']
+                resend_at = time.monotonic() + self.p['request_resend_s']
                 while not self._reply.wait(0.1):
                     if self._stop.is_set():
                         return
+                    if time.monotonic() > resend_at:
+                        self.pub_req.publish(msg)
+                        resend_at = time.monotonic() + self.p['request_resend_s']
                     if time.monotonic() > deadline:
                         raise TimeoutError(f'no action chunk for {req.sources[0].key.as_tuple()} within '
                                            f"{self.p['reply_timeout_s']} s")

@@ -14,7 +14,10 @@ from .. import msg as M
 from ..policies.actor_critic import ActorCritic
 from ..policies.scripted import PickCubeExpert
 from ..ros import conversion as cv
+from collections import OrderedDict, deque
+
 from ..ros.qos import DATA_QOS
+from ..ros.reliability import Outbox
 from ..rollout.workers import PolicyWorker
 from .common import declare, run_node, topic, wait_acked
 
@@ -36,6 +39,8 @@ class PolicyNode(Node):
             'model_version': (0, 'version stamped on every PolicyPart'),
             'collect_transitions': (False, 'keep next_obs in EnvParts (rollout.collect_transitions)'),
             'expert_noise': (0.0, 'std of Gaussian noise on the expert (diversity)'),
+            'resend_after_s': (30.0, 'resend parts whose keys the writer has not acknowledged after this long'),
+            'max_unacked_keys': (2000, 'backpressure: stop answering new requests while more keys are unacked'),
         })
         if p['policy'] not in ('expert', 'mlp'):
             raise ValueError(f"policy must be 'expert' or 'mlp', got {p['policy']!r}")
@@ -54,35 +59,78 @@ class PolicyNode(Node):
         self.pub_policy = self.create_publisher(M.PolicyPart, topic(self, 'policy_part'), DATA_QOS)
         self.pub_env = self.create_publisher(M.EnvPart, topic(self, 'env_part'), DATA_QOS)
         self.create_subscription(M.PolicyInput, topic(self, 'policy_input'), self.on_request, DATA_QOS)
-        self.counters = {'requests': 0, 'rejected': 0, 'policy_parts': 0, 'env_parts': 0}
+        self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
+        # parts stay here until the writer acknowledged their keys (resent to a new collector)
+        self.policy_out = Outbox(self.pub_policy.publish, p['resend_after_s'])
+        self.env_out = Outbox(self.pub_env.publish, p['resend_after_s'])
+        self.create_timer(1.0, self._tick)
+        self.max_unacked = p['max_unacked_keys']
+        self._held: deque = deque()                 # requests waiting for acks (backpressure)
+        self._answered: OrderedDict = OrderedDict()  # key -> ActionChunk msg, for re-sent requests
+        self.counters = {'requests': 0, 'rejected': 0, 'policy_parts': 0, 'env_parts': 0, 'duplicate_requests': 0,
+                         'held': 0}
         self.get_logger().info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']})")
 
     def on_request(self, m: M.PolicyInput) -> None:
         self.counters['requests'] += 1
         try:
             req = cv.policy_input_from_msg(m)
+        except (ValueError, TypeError) as e:  # malformed request: counted, logged, node stays up
+            self.counters['rejected'] += 1
+            self.get_logger().error(f'rejected PolicyInput: {e}')
+            return
+        key = req.sources[0].key if req.sources else None
+        if key is not None and key in self._answered:  # the env re-sent a request we answered
+            self.counters['duplicate_requests'] += 1
+            self.pub_action.publish(self._answered[key])
+            return
+        if len(self.policy_out) > self.max_unacked:
+            self.counters['held'] += 1
+            self._held.append(req)  # answered once the writer caught up
+            return
+        self._answer(req)
+
+    def _answer(self, req) -> None:
+        try:
             if req.sources:
+                key = req.sources[0].key
                 chunk, part = self.worker.infer(req)
                 out = cv.action_chunk_to_msg(chunk)
                 out.header.stamp = self.get_clock().now().to_msg()
                 self.pub_action.publish(out)
+                self._answered[key] = out
+                while len(self._answered) > 256:
+                    self._answered.popitem(last=False)
                 pm = cv.policy_part_to_msg(part, self.worker.model_version)
                 pm.header.stamp = out.header.stamp
-                self.pub_policy.publish(pm)
+                self.policy_out.send(key, [s.key for s in part.sources], pm)
                 self.counters['policy_parts'] += 1
             env_part = self.worker.complete(req)
             if env_part is not None:
                 em = cv.env_part_to_msg(env_part)
                 em.header.stamp = self.get_clock().now().to_msg()
-                self.pub_env.publish(em)
+                self.env_out.send(env_part.sources[0].key, [s.key for s in env_part.sources], em)
                 self.counters['env_parts'] += 1
-        except (ValueError, TypeError) as e:  # malformed request: counted, logged, node stays up
+        except (ValueError, TypeError) as e:
             self.counters['rejected'] += 1
             self.get_logger().error(f'rejected PolicyInput: {e}')
 
+    def on_ack(self, m: M.KeyAck) -> None:
+        keys = [cv.key_from_msg(k) for k in m.keys]
+        self.policy_out.ack(keys)
+        self.env_out.ack(keys)
+        while self._held and len(self.policy_out) <= self.max_unacked:
+            self._answer(self._held.popleft())
+
+    def _tick(self) -> None:
+        matched = min(self.pub_policy.get_subscription_count(), self.pub_env.get_subscription_count())
+        self.policy_out.tick(matched)
+        self.env_out.tick(matched)
+
     def shutdown(self) -> None:
         wait_acked(self, (self.pub_action, self.pub_policy, self.pub_env))
-        self.get_logger().info(f'counters: {self.counters}')
+        self.counters['resent'] = self.policy_out.resent + self.env_out.resent
+        self.get_logger().info(f'counters: {self.counters}, unacked parts: {len(self.policy_out)}')
 
 
 def main(args=None) -> int:

@@ -5,6 +5,8 @@ Services: ``~/save_checkpoint`` (SaveCheckpoint) and ``~/get_stats`` (GetStats).
 """
 from __future__ import annotations
 
+import threading
+
 from rclpy.node import Node
 
 from .. import msg as M
@@ -27,11 +29,19 @@ class ReplayBufferWriterNode(Node):
             'max_pending_writes': (4, 'writer queue bound (backpressure)'),
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters'),
         })
+        self._durable: list[int] = []
+        self._lock = threading.Lock()
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
                                              sample_window_size=p['sample_window_size'], auto_save=True,
                                              auto_save_path=p['output_dir'], trajectory_format=p['trajectory_format'],
-                                             max_pending_writes=p['max_pending_writes'])
-        self.counters = {'received': 0, 'stored': 0, 'rejected': 0}
+                                             max_pending_writes=p['max_pending_writes'], on_durable=self._on_durable)
+        # exactly once: keys already stored (persisted in the index) are never stored again
+        self.stored_keys = self.buffer.stored_keys()
+        self._keys_of: dict[int, list] = {}
+        self._ack_backlog: list = []
+        self.counters = {'received': 0, 'stored': 0, 'rejected': 0, 'duplicates': 0, 'acked': 0}
+        self.pub_ack = self.create_publisher(M.KeyAck, topic(self, 'key_ack'), DATA_QOS)
+        self.create_timer(0.05, self._publish_acks)
         self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
         self.create_service(S.SaveCheckpoint, '~/save_checkpoint', self.on_save)
         self.create_service(S.GetStats, '~/get_stats', self.on_stats)
@@ -43,11 +53,40 @@ class ReplayBufferWriterNode(Node):
         self.counters['received'] += 1
         try:
             traj = cv.trajectory_from_msg(m)
-            self.buffer.add_trajectories([traj])
-            self.counters['stored'] += 1
         except (ValueError, TypeError) as e:
             self.counters['rejected'] += 1
             self.get_logger().error(f'rejected Trajectory: {e}')
+            return
+        keys = [k.as_tuple() for k in traj.keys]
+        if keys and all(k in self.stored_keys for k in keys):
+            self.counters['duplicates'] += 1  # a resend: stored already; acknowledge again
+            with self._lock:
+                self._ack_backlog.extend(keys)
+            return
+        if any(k in self.stored_keys for k in keys):
+            self.counters['rejected'] += 1
+            self.get_logger().error(f'rejected Trajectory overlapping stored keys: {keys}')
+            return
+        self.stored_keys.update(keys)
+        with self._lock:
+            tid = self.buffer.add_trajectories([traj])[0]
+            self._keys_of[tid] = keys
+        self.counters['stored'] += 1
+
+    def _on_durable(self, tid: int) -> None:  # writer thread
+        with self._lock:
+            self._ack_backlog.extend(self._keys_of.pop(tid, []))
+
+    def _publish_acks(self) -> None:
+        with self._lock:
+            keys, self._ack_backlog = self._ack_backlog, []
+        if not keys:
+            return
+        from ..core.schema import TrajectoryKey
+        msg = M.KeyAck(keys=[cv.key_to_msg(TrajectoryKey(*k)) for k in keys])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.pub_ack.publish(msg)
+        self.counters['acked'] += len(keys)
 
     def on_save(self, request, response):
         try:
@@ -67,6 +106,7 @@ class ReplayBufferWriterNode(Node):
 
     def shutdown(self) -> None:
         self.buffer.close()
+        self._publish_acks()
         self.get_logger().info(f'closed buffer: {self.counters}, {len(self.buffer)} trajectories')
 
 

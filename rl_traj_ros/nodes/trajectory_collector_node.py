@@ -12,11 +12,13 @@ from rclpy.node import Node
 from .. import msg as M
 from .. import srv as S
 from ..core.collector import TrajectoryCollector, TrajectoryPlan
+from ..core.joiner import DuplicateChunkError
 from ..core.schema import MalformedPartError
 from ..core.trajectory import CollectConfig, Trajectory
 from ..core.schema import RewardConfig
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
+from ..ros.reliability import Outbox
 from .common import declare, diagnostics_publisher, run_node, topic, wait_acked
 
 
@@ -57,6 +59,7 @@ class TrajectoryCollectorNode(Node):
             'pending_timeout_s': (120.0, 'drop and report a part whose other half did not come in time'),
             'stats_period_s': (5.0, 'period of the counters log line; 0 = off'),
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters (joined, pending, rejected, flushed)'),
+            'resend_after_s': (30.0, 'resend a trajectory the writer has not acknowledged after this long'),
         })
         ranks = list(p['env_ranks'])
         if not ranks:
@@ -71,8 +74,11 @@ class TrajectoryCollectorNode(Node):
             gamma=p['gamma'], gae_lambda=p['gae_lambda'], seed=p['seed'], only_success=p['only_success'])
         self.collector = TrajectoryCollector(self.plan)
         self.p = p
-        self.counters = {'published': 0, 'rejected': 0, 'expired': 0, 'decode_errors': 0}
+        self.counters = {'published': 0, 'rejected': 0, 'duplicates': 0, 'expired': 0, 'decode_errors': 0}
         self.pub = self.create_publisher(M.Trajectory, topic(self, 'trajectory'), DATA_QOS)
+        self.outbox = Outbox(self.pub.publish, p['resend_after_s'])
+        self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
+        self.create_timer(1.0, lambda: self.outbox.tick(self.pub.get_subscription_count()))
         self.create_subscription(M.PolicyPart, topic(self, 'policy_part'),
                                  lambda m: self.on_part(m, cv.policy_part_from_msg), DATA_QOS)
         self.create_subscription(M.EnvPart, topic(self, 'env_part'),
@@ -92,6 +98,9 @@ class TrajectoryCollectorNode(Node):
             return
         try:
             outputs = self.collector.push(part)
+        except DuplicateChunkError:
+            self.counters['duplicates'] += 1  # a resend of a chunk already built: harmless
+            return
         except MalformedPartError as e:
             self.counters['rejected'] += 1
             self.get_logger().error(f'rejected {type(m).__name__}: {e}')
@@ -106,8 +115,13 @@ class TrajectoryCollectorNode(Node):
             else:
                 msg = cv.trajectory_to_msg(episode_as_trajectory(o.episode), 'lerobot', o.step_id, o.source_id)
             msg.header.stamp = self.get_clock().now().to_msg()
-            self.pub.publish(msg)
+            keys = [cv.key_from_msg(k) for k in msg.keys]
+            self.outbox.send((o.mode, o.step_id, o.source_id, o.epoch_id, o.actor_rank, o.micro_batch, o.shard,
+                              o.episode.episode_id if o.episode is not None else -1), keys, msg)
             self.counters['published'] += 1
+
+    def on_ack(self, m: M.KeyAck) -> None:
+        self.outbox.ack(cv.key_from_msg(k) for k in m.keys)
 
     def expire(self) -> None:
         for key in self.collector.joiner.expire(self.p['pending_timeout_s']):
@@ -118,6 +132,8 @@ class TrajectoryCollectorNode(Node):
         s = dict(self.collector.stats)
         s.update(self.counters)
         s['pending_keys'] = len(self.collector.joiner)
+        s['unacked'] = len(self.outbox)
+        s['resent'] = self.outbox.resent
         return s
 
     def on_stats(self, request, response):

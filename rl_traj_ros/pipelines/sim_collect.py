@@ -167,17 +167,21 @@ def _stats(node, client_name: str) -> dict[str, float]:
 
 
 def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
-            drain_timeout_s: float = 120.0) -> dict:
+            drain_timeout_s: float = 120.0, chaos=None, extra_env: Optional[dict] = None) -> dict:
+    """``chaos(ctl)`` runs in a thread while the env nodes work: ``ctl.kill(name, sig)`` and
+    ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults."""
     import rclpy
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     pfile = work / 'params.yaml'
     pfile.write_text(params_yaml(params))
-    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(extra_env or {})}
     procs: dict[str, subprocess.Popen] = {}
     logs: dict[str, list] = {}
+    specs: dict[str, tuple[str, list[str]]] = {}
 
     def start(name: str, module: str, extra: list[str]) -> None:
+        specs[name] = (module, extra)
         cmd = [sys.executable, '-m', f'rl_traj_ros.nodes.{module}', '--ros-args', '--params-file', str(pfile),
                *extra]
         procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -201,6 +205,19 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         for r in range(num_env_nodes):
             start(f'env_{r}', 'franka_env_node', ['-r', f'__ns:=/env_{r}', '-p', f'env_rank:={r}'])
         env_names = [n for n in procs if n.startswith('env_')]
+        if chaos is not None:
+            class Ctl:
+                procs_ = procs
+
+                @staticmethod
+                def kill(name: str, sig: int = signal.SIGKILL) -> None:
+                    os.killpg(procs[name].pid, sig)
+                    procs[name].wait()
+
+                @staticmethod
+                def restart(name: str) -> None:
+                    start(name, *specs[name])
+            threading.Thread(target=chaos, args=(Ctl,), daemon=True).start()
         for n in env_names:
             procs[n].wait()
         failed = [n for n in procs if procs[n].poll() not in (None, 0)]
@@ -210,7 +227,7 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         while time.monotonic() < deadline:
             col = _stats(node, '/trajectory_collector_node/get_stats')
             wr = _stats(node, '/replay_buffer_writer_node/get_stats')
-            if col and wr and col.get('pending_keys', 1) == 0 and wr.get('stored', -1) >= col.get('published', 0) \
+            if col and wr and col.get('pending_keys', 1) == 0 and col.get('unacked', 1) == 0 \
                     and col.get('published', 0) > 0:
                 break
             time.sleep(0.5)
