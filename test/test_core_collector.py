@@ -451,3 +451,20 @@ def lengths_until(dones):
             total.append(n)
             n = 0
     return total
+
+
+def test_a_malformed_pair_does_not_block_other_keys_and_expires():
+    parts = list(make_parts(SPEC))
+    col = TrajectoryCollector(plan())
+    (p0, e0) = parts[0]
+    e0.initial_transition = None  # chunk 0 without initial_transition: fails only when joined
+    col.push(p0)
+    with pytest.raises(MalformedPartError, match='no initial_transition'):
+        col.push(e0)
+    outs = []
+    for p, e in parts[1:]:
+        outs += col.push(p) + col.push(e)  # every other key still completes
+    assert col.stats['joined'] == len(parts) - 1
+    assert [o.source_id for o in outs] == [(1, 0)]  # source (0,0) waits for its broken chunk
+    assert col.expire(-1.0) == [p0.sources[0].key]  # reported and dropped after the timeout
+    assert len(col.joiner) == 0

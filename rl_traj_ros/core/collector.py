@@ -113,6 +113,8 @@ class TrajectoryCollector:
         self._open_episodes: dict[tuple[SourceId, int], dict[str, Any]] = {}
         self._episode_counter: dict[SourceId, int] = defaultdict(int)
         self.stats = {'parts': 0, 'joined': 0, 'rejected': 0, 'flushed': 0, 'build_failures': 0}
+        self._failed: set[TrajectoryKey] = set()
+        self._last_outputs: list[CollectorOutput] = []
 
     # -- public ------------------------------------------------------------------------------
     def push(self, part: Union[PolicyPart, EnvPart]) -> list[CollectorOutput]:
@@ -122,6 +124,7 @@ class TrajectoryCollector:
         ready chunk fails, its halves stay stored and the error propagates; the next push
         (or ``retry``) builds it again.
         """
+        self._last_outputs = []
         try:
             for src in part.sources:
                 if src.key.source_id not in self.plan.sources:
@@ -135,22 +138,45 @@ class TrajectoryCollector:
             self.stats['rejected'] += 1
             raise
         self.stats['parts'] += 1
+        self._failed.difference_update(s.key for s in part.sources)  # a re-delivered half: try again
         return self.retry()
 
+    def take_outputs_after_error(self) -> list[CollectorOutput]:
+        """Outputs a push flushed before it raised for another key (they must not be lost)."""
+        out, self._last_outputs = self._last_outputs, []
+        return out
+
+    def expire(self, max_age_s: float) -> list[TrajectoryKey]:
+        """Drop keys (incomplete, or failing to build) older than ``max_age_s``."""
+        stale = self.joiner.expire(max_age_s, include_ready=True)
+        self._failed.difference_update(stale)
+        return stale
+
     def retry(self) -> list[CollectorOutput]:
+        """Build every ready key. A key whose build fails keeps its halves and is skipped until
+        one of its halves is delivered again, so one bad key never blocks the others; the first
+        failure is re-raised after all other keys were processed."""
         outputs: list[CollectorOutput] = []
+        first_error: Optional[BaseException] = None
         for key in self.joiner.ready_keys():
+            if key in self._failed:
+                continue
             scope = self._scope(key)
             try:
                 self.joiner.complete(key, lambda chunk, s=scope: self._acc[s].append(
                     TrajectoryStep.from_parts(chunk, self.plan.collect)))
-            except Exception:
+            except Exception as e:  # noqa: BLE001 - kept for a retry; reported below
                 self.stats['build_failures'] += 1
-                raise
+                self._failed.add(key)
+                first_error = first_error or e
+                continue
             self.stats['joined'] += 1
             if len(self._acc[scope]) == self._scope_size():
                 outputs.extend(self._flush(scope))
         self.stats['flushed'] += len(outputs)
+        self._last_outputs = outputs
+        if first_error is not None:
+            raise first_error
         return outputs
 
     def pending(self) -> dict:

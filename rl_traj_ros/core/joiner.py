@@ -132,10 +132,12 @@ class ChunkJoiner(Generic[T]):
         """Keys still waiting, with the rows each half has so far."""
         return {k: {'policy_rows': s.policy.rows(), 'env_rows': s.env.rows()} for k, s in self._slots.items()}
 
-    def expire(self, max_age_s: float, now: Optional[float] = None) -> list[TrajectoryKey]:
-        """Drop keys whose other half never came, so a lost part cannot leak memory forever."""
+    def expire(self, max_age_s: float, now: Optional[float] = None, include_ready: bool = False) -> list[TrajectoryKey]:
+        """Drop keys whose other half never came, so a lost part cannot leak memory forever
+        (``include_ready``: also ready keys that never built, e.g. a malformed pair)."""
         now = time.monotonic() if now is None else now
-        stale = [k for k, s in self._slots.items() if now - s.first_seen > max_age_s and not self.is_ready(k)]
+        stale = [k for k, s in self._slots.items()
+                 if now - s.first_seen > max_age_s and (include_ready or not self.is_ready(k))]
         for k in stale:
             del self._slots[k]
         return stale

@@ -90,6 +90,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     rc = 0
     try:
         node = factory()
+        print(f'[{node.get_name()}] ready', flush=True)
         ex = make_executor()
         ex.add_node(node)
         while rclpy.ok() and not getattr(node, 'finished', False):

@@ -104,10 +104,13 @@ class TrajectoryCollectorNode(Node):
         except MalformedPartError as e:
             self.counters['rejected'] += 1
             self.get_logger().error(f'rejected {type(m).__name__}: {e}')
-            return
-        except Exception as e:  # noqa: BLE001 - build failure: halves kept, retried on the next push
+            outputs = self.collector.take_outputs_after_error()
+        except Exception as e:  # noqa: BLE001 - build failure: halves kept, retried on re-delivery
             self.get_logger().error(f'building a chunk failed (kept for retry): {e!r}')
-            return
+            outputs = self.collector.take_outputs_after_error()
+        self._publish(outputs)
+
+    def _publish(self, outputs) -> None:
         for o in outputs:
             if o.trajectory is not None:
                 msg = cv.trajectory_to_msg(o.trajectory, o.mode, o.step_id, o.source_id or (0, 0), o.actor_rank,
@@ -124,7 +127,7 @@ class TrajectoryCollectorNode(Node):
         self.outbox.ack(cv.key_from_msg(k) for k in m.keys)
 
     def expire(self) -> None:
-        for key in self.collector.joiner.expire(self.p['pending_timeout_s']):
+        for key in self.collector.expire(self.p['pending_timeout_s']):
             self.counters['expired'] += 1
             self.get_logger().warn(f'dropped {key.as_tuple()}: its other half never arrived')
 
