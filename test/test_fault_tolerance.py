@@ -78,3 +78,45 @@ def test_sigint_mid_run_flushes_and_sigkill_leaves_loadable_outputs(tmp_path):
     rows = sum(pq.read_table(f).num_rows for f in sorted((ds / 'data').glob('*/*.parquet')))
     assert rows == info['total_frames'] > 0  # the last finalize checkpoint is complete and consistent
     assert r['exit_codes']['writer'] == 0 and r['exit_codes']['collector'] == 0  # SIGINT flushed cleanly
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    import os
+    import subprocess
+    d = tmp_path / 'small'
+    d.mkdir()
+    if os.geteuid() != 0 or subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', str(d)]).returncode:
+        pytest.skip('needs root to mount a small tmpfs')
+    try:
+        yield d
+    finally:
+        subprocess.run(['umount', '-l', str(d)])
+
+
+def test_disk_full_pauses_intake_and_resumes_without_loss(tmp_path, small_disk):
+    filler = small_disk / 'filler'
+    with open(filler, 'wb') as f:  # leave ~40 kB: a few trajectories fit, then ENOSPC
+        f.write(b'\0' * (1024 * 1024 - 40 * 1024))
+    state = {}
+
+    def chaos(ctl):
+        time.sleep(8)
+        state['writer_alive'] = ctl.procs_['writer'].poll() is None
+        filler.unlink()  # space returns
+
+    steps = 12
+    p = params(tmp_path, steps=steps)
+    p['replay_buffer_writer_node']['output_dir'] = str(small_disk / 'replay_buffer')
+    r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos)
+    log = ''.join(r['logs']['writer'])
+    assert 'No space left on device' in log and 'resuming intake' in log  # clear error, then recovery
+    assert state['writer_alive'] and r['exit_codes']['writer'] == 0  # the node stayed up
+    out = tmp_path / 'audit'
+    (out / 'replay_buffer').mkdir(parents=True)
+    import shutil
+    for f in (small_disk / 'replay_buffer').iterdir():
+        shutil.copy(f, out / 'replay_buffer' / f.name)
+    assert not list((small_disk / 'replay_buffer').glob('.*.tmp'))  # no partial files
+    lost, dup, stored = audit(out, expected_keys(steps, 10))
+    assert (lost, dup, stored) == (0, 0, steps * 10)

@@ -17,6 +17,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 import uuid as uuidlib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -207,13 +208,25 @@ class TrajectoryCache:
         self._cap = 0
 
 
-class _Writer:
-    """The one writer thread. A bounded queue gives backpressure instead of unbounded memory."""
+class BufferFull(RuntimeError):
+    """``add_trajectories(block=False)`` found the writer queue full (the disk is behind)."""
 
-    def __init__(self, max_pending: int, write: Callable[[int, dict], None]):
+
+class _Writer:
+    """The one writer thread. A bounded queue gives backpressure instead of unbounded memory.
+
+    An OSError (disk full, I/O error) does not lose the trajectory: the write is retried with
+    backoff until it succeeds, and ``stalled`` reports the error meanwhile. Files are written
+    atomically, so a failed attempt leaves no partial file behind.
+    """
+
+    def __init__(self, max_pending: int, write: Callable[[int, dict], None], retry_s: float = 0.5):
         self._q: queue.Queue = queue.Queue(maxsize=max(1, max_pending))
         self._write = write
-        self.error: Optional[BaseException] = None
+        self.retry_s = retry_s
+        self.error: Optional[BaseException] = None      # fatal: surfaced on the caller's next call
+        self.stalled: Optional[OSError] = None          # transient: being retried
+        self._closing = False
         self._thread = threading.Thread(target=self._run, name='replay-buffer-writer', daemon=True)
         self._thread.start()
 
@@ -223,20 +236,37 @@ class _Writer:
             try:
                 if item is None:
                     return
-                if self.error is None:
-                    self._write(*item)
+                delay = self.retry_s
+                while self.error is None:
+                    try:
+                        self._write(*item)
+                        self.stalled = None
+                        break
+                    except OSError as e:
+                        self.stalled = e
+                        if self._closing:
+                            raise
+                        time.sleep(delay)
+                        delay = min(delay * 2, 5.0)
             except BaseException as e:  # noqa: BLE001 - surfaced on the caller's next call
                 self.error = e
             finally:
                 self._q.task_done()
 
-    def submit(self, tid: int, data: dict) -> None:
-        self._q.put((tid, data))  # blocks while the queue is full
+    def submit(self, tid: int, data: dict, block: bool = True) -> None:
+        try:
+            self._q.put((tid, data), block=block)  # blocks while the queue is full
+        except queue.Full:
+            raise BufferFull('replay buffer writer queue is full') from None
+
+    def full(self) -> bool:
+        return self._q.full()
 
     def join(self) -> None:
         self._q.join()
 
     def close(self) -> None:
+        self._closing = True
         self._q.put(None)
         self._thread.join()
 
@@ -305,11 +335,19 @@ class TrajectoryReplayBuffer:
         return [e.trajectory_id for e in self._entries]
 
     # -- adding ----------------------------------------------------------------------------------
-    def add_trajectories(self, trajectories: Iterable[TrajectoryLike]) -> list[int]:
-        """Queue trajectories; returns their ids. Blocks while the writer queue is full."""
+    @property
+    def write_stalled(self) -> Optional[OSError]:
+        """The disk error the writer is retrying (e.g. ENOSPC), or None."""
+        return self._writer.stalled if self._writer is not None else None
+
+    def add_trajectories(self, trajectories: Iterable[TrajectoryLike], block: bool = True) -> list[int]:
+        """Queue trajectories; returns their ids. Blocks while the writer queue is full, or with
+        ``block=False`` raises ``BufferFull`` before taking anything."""
         self._check_open()
         ids = []
         for traj in trajectories:
+            if not block and self._writer is not None and self._writer.full():
+                raise BufferFull('replay buffer writer queue is full')
             flat, shape, max_len = flatten_trajectory(traj)
             with self._lock:
                 tid = self._counter

@@ -11,7 +11,7 @@ from rclpy.node import Node
 
 from .. import msg as M
 from .. import srv as S
-from ..core.replay_buffer import TrajectoryReplayBuffer
+from ..core.replay_buffer import BufferFull, TrajectoryReplayBuffer
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
 from .common import declare, diagnostics_publisher, run_node, topic
@@ -29,6 +29,7 @@ class ReplayBufferWriterNode(Node):
             'max_pending_writes': (4, 'writer queue bound (backpressure)'),
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters'),
         })
+        self.p = p
         self._durable: list[int] = []
         self._lock = threading.Lock()
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
@@ -39,10 +40,13 @@ class ReplayBufferWriterNode(Node):
         self.stored_keys = self.buffer.stored_keys()
         self._keys_of: dict[int, list] = {}
         self._ack_backlog: list = []
-        self.counters = {'received': 0, 'stored': 0, 'rejected': 0, 'duplicates': 0, 'acked': 0}
+        self.counters = {'received': 0, 'stored': 0, 'rejected': 0, 'duplicates': 0, 'acked': 0, 'deferred': 0,
+                         'disk_stalls': 0}
         self.pub_ack = self.create_publisher(M.KeyAck, topic(self, 'key_ack'), DATA_QOS)
         self.create_timer(0.05, self._publish_acks)
-        self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
+        self.create_timer(0.5, self._watch_disk)
+        self._sub = None
+        self._subscribe()
         self.create_service(S.SaveCheckpoint, '~/save_checkpoint', self.on_save)
         self.create_service(S.GetStats, '~/get_stats', self.on_stats)
         diagnostics_publisher(self, p['diagnostics_period_s'],
@@ -67,11 +71,33 @@ class ReplayBufferWriterNode(Node):
             self.counters['rejected'] += 1
             self.get_logger().error(f'rejected Trajectory overlapping stored keys: {keys}')
             return
+        try:
+            with self._lock:
+                tid = self.buffer.add_trajectories([traj], block=False)[0]
+                self._keys_of[tid] = keys
+        except BufferFull:
+            # not acknowledged, so the collector still holds it and resends it later
+            self.counters['deferred'] += 1
+            return
         self.stored_keys.update(keys)
-        with self._lock:
-            tid = self.buffer.add_trajectories([traj])[0]
-            self._keys_of[tid] = keys
         self.counters['stored'] += 1
+
+    def _subscribe(self) -> None:
+        self._sub = self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
+
+    def _watch_disk(self) -> None:
+        """Disk full: stop taking trajectories (upstream keeps them until acknowledged) and
+        resume when the writer's retries succeed again; the node stays up throughout."""
+        err = self.buffer.write_stalled
+        if err is not None and self._sub is not None:
+            self.counters['disk_stalls'] += 1
+            self.get_logger().error(f"cannot write to {self.p['output_dir']}: {err}; pausing intake until "
+                                    'the write succeeds (nothing is lost: producers keep unacknowledged data)')
+            self.destroy_subscription(self._sub)
+            self._sub = None
+        elif err is None and self._sub is None:
+            self.get_logger().info('writes succeed again: resuming intake')
+            self._subscribe()
 
     def _on_durable(self, tid: int) -> None:  # writer thread
         with self._lock:
