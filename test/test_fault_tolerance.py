@@ -120,3 +120,32 @@ def test_disk_full_pauses_intake_and_resumes_without_loss(tmp_path, small_disk):
     assert not list((small_disk / 'replay_buffer').glob('.*.tmp'))  # no partial files
     lost, dup, stored = audit(out, expected_keys(steps, 10))
     assert (lost, dup, stored) == (0, 0, steps * 10)
+
+
+def test_slow_writer_backpressure_keeps_memory_bounded(tmp_path):
+    import psutil
+    samples = {'policy': [], 'collector': []}
+
+    def chaos(ctl):
+        time.sleep(5)  # past start-up (imports), into steady collection
+        for _ in range(30):
+            for name in samples:
+                try:
+                    samples[name].append(psutil.Process(ctl.procs_[name].pid).memory_info().rss / 2 ** 20)
+                except psutil.Error:
+                    pass
+            time.sleep(0.5)
+
+    steps = 8
+    p = params(tmp_path, steps=steps)
+    p['replay_buffer_writer_node'].update(throttle_writes_s=1.5, max_pending_writes=1)
+    p['policy_node'].update(max_unacked_keys=20)
+    r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos, drain_timeout_s=180)
+    policy_log = ''.join(r['logs']['policy'])
+    held = int(policy_log.split("'held': ")[1].split(',')[0])
+    growth = {k: max(v) - v[0] for k, v in samples.items() if v}
+    print(f'\nrequests held back by backpressure: {held}; RSS growth MB: {growth}')
+    assert held > 0  # the producer was slowed down instead of buffering without bound
+    assert all(g < 50 for g in growth.values()), growth
+    lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))
+    assert (lost, dup, stored) == (0, 0, steps * 10)

@@ -6,6 +6,7 @@ Services: ``~/save_checkpoint`` (SaveCheckpoint) and ``~/get_stats`` (GetStats).
 from __future__ import annotations
 
 import threading
+import time
 
 from rclpy.node import Node
 
@@ -28,6 +29,7 @@ class ReplayBufferWriterNode(Node):
             'seed': (1234, 'sampling seed'),
             'max_pending_writes': (4, 'writer queue bound (backpressure)'),
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters'),
+            'throttle_writes_s': (0.0, 'fault injection: sleep before each write (emulates a slow disk)'),
         })
         self.p = p
         self._durable: list[int] = []
@@ -36,6 +38,9 @@ class ReplayBufferWriterNode(Node):
                                              sample_window_size=p['sample_window_size'], auto_save=True,
                                              auto_save_path=p['output_dir'], trajectory_format=p['trajectory_format'],
                                              max_pending_writes=p['max_pending_writes'], on_durable=self._on_durable)
+        if p['throttle_writes_s'] > 0:
+            write, delay = self.buffer._writer._write, p['throttle_writes_s']
+            self.buffer._writer._write = lambda tid, flat: (time.sleep(delay), write(tid, flat))
         # exactly once: keys already stored (persisted in the index) are never stored again
         self.stored_keys = self.buffer.stored_keys()
         self._keys_of: dict[int, list] = {}
