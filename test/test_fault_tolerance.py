@@ -149,3 +149,44 @@ def test_slow_writer_backpressure_keeps_memory_bounded(tmp_path):
     assert all(g < 50 for g in growth.values()), growth
     lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))
     assert (lost, dup, stored) == (0, 0, steps * 10)
+
+
+def _multi_host(tmp_path, mode, seconds, steps):
+    import os
+    import subprocess
+    import sys
+    import netns
+    if not netns.available():
+        pytest.skip('needs root and ip netns')
+    if mode == 'loss' and subprocess.run(['which', 'nft'], capture_output=True).returncode:
+        pytest.skip('needs nftables (apt-get install nftables; .ci/run installs it)')
+    env = {k: v for k, v in os.environ.items() if k != 'ROS_AUTOMATIC_DISCOVERY_RANGE'}
+    env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'SUBNET'  # LOCALHOST would keep DDS off the veth links
+    with netns.Hosts(['env', 'trainer', 'store']) as hosts:
+        if mode == 'loss':
+            for h in ('env', 'trainer', 'store'):
+                hosts.drop_egress(h, seconds)
+        cmd = [*hosts.prefix('trainer'), sys.executable, 'test/netns_driver.py', str(tmp_path), hosts.ns['env'],
+               hosts.ns['store'], hosts.sw, hosts.ifaces['env'][1], mode, str(seconds), str(steps)]
+        out = subprocess.run(cmd, cwd=str(Path(__file__).resolve().parents[1]), capture_output=True, text=True,
+                             env=env, timeout=540)
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return r
+
+
+def test_multi_host_link_cut_longer_than_the_lease(tmp_path):
+    steps = 10
+    r = _multi_host(tmp_path, 'cut', 25, steps)
+    assert r['events'] == [('cut', True), ('restored', True)] or r['events'] == [['cut', True], ['restored', True]]
+    assert r['exit_codes']['env_0'] == 0, r
+    lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))
+    assert (lost, dup, stored) == (0, 0, steps * 10)
+
+
+def test_multi_host_20_percent_packet_loss(tmp_path):
+    steps = 2
+    r = _multi_host(tmp_path, 'loss', 20, steps)
+    assert r['exit_codes']['env_0'] == 0, r
+    lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))
+    assert (lost, dup, stored) == (0, 0, steps * 10)

@@ -167,9 +167,11 @@ def _stats(node, client_name: str) -> dict[str, float]:
 
 
 def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
-            drain_timeout_s: float = 120.0, chaos=None, extra_env: Optional[dict] = None) -> dict:
+            drain_timeout_s: float = 120.0, chaos=None, extra_env: Optional[dict] = None,
+            wrap: Optional[dict[str, list[str]]] = None) -> dict:
     """``chaos(ctl)`` runs in a thread while the env nodes work: ``ctl.kill(name, sig)`` and
-    ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults."""
+    ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults.
+    ``wrap[name]`` prefixes a node's command (e.g. ``['ip', 'netns', 'exec', 'hostA']``)."""
     import rclpy
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -182,8 +184,8 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
 
     def start(name: str, module: str, extra: list[str]) -> None:
         specs[name] = (module, extra)
-        cmd = [sys.executable, '-m', f'rl_traj_ros.nodes.{module}', '--ros-args', '--params-file', str(pfile),
-               *extra]
+        cmd = [*(wrap or {}).get(name, []), sys.executable, '-m', f'rl_traj_ros.nodes.{module}', '--ros-args',
+               '--params-file', str(pfile), *extra]
         procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                        start_new_session=True)
         sink = logs[name] = []
