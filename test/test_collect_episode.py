@@ -105,7 +105,7 @@ def test_writer_errors_surface_on_next_call(tmp_path):
     env.writer.write = boom
     env.reset()
     env.step(np.zeros(7, np.float32))
-    env._queue.join()
+    env._bg.join()
     with pytest.raises(RuntimeError, match='disk full'):
         env.reset()
     env.close()

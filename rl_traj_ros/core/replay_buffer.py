@@ -14,10 +14,8 @@ crash at any moment the directory loads and holds every acknowledged trajectory.
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import threading
-import time
 import uuid as uuidlib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 
 import torch
 
+from .background import BackgroundWriter, QueueFull
 from .storage import (FORMATS, BufferFileError, atomic_write_json, load_trajectory, read_json, save_trajectory,
                       trajectory_filename)
 from .trajectory import Trajectory
@@ -208,67 +207,8 @@ class TrajectoryCache:
         self._cap = 0
 
 
-class BufferFull(RuntimeError):
+class BufferFull(QueueFull):
     """``add_trajectories(block=False)`` found the writer queue full (the disk is behind)."""
-
-
-class _Writer:
-    """The one writer thread. A bounded queue gives backpressure instead of unbounded memory.
-
-    An OSError (disk full, I/O error) does not lose the trajectory: the write is retried with
-    backoff until it succeeds, and ``stalled`` reports the error meanwhile. Files are written
-    atomically, so a failed attempt leaves no partial file behind.
-    """
-
-    def __init__(self, max_pending: int, write: Callable[[int, dict], None], retry_s: float = 0.5):
-        self._q: queue.Queue = queue.Queue(maxsize=max(1, max_pending))
-        self._write = write
-        self.retry_s = retry_s
-        self.error: Optional[BaseException] = None      # fatal: surfaced on the caller's next call
-        self.stalled: Optional[OSError] = None          # transient: being retried
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name='replay-buffer-writer', daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            item = self._q.get()
-            try:
-                if item is None:
-                    return
-                delay = self.retry_s
-                while self.error is None:
-                    try:
-                        self._write(*item)
-                        self.stalled = None
-                        break
-                    except OSError as e:
-                        self.stalled = e
-                        if self._closing:
-                            raise
-                        time.sleep(delay)
-                        delay = min(delay * 2, 5.0)
-            except BaseException as e:  # noqa: BLE001 - surfaced on the caller's next call
-                self.error = e
-            finally:
-                self._q.task_done()
-
-    def submit(self, tid: int, data: dict, block: bool = True) -> None:
-        try:
-            self._q.put((tid, data), block=block)  # blocks while the queue is full
-        except queue.Full:
-            raise BufferFull('replay buffer writer queue is full') from None
-
-    def full(self) -> bool:
-        return self._q.full()
-
-    def join(self) -> None:
-        self._q.join()
-
-    def close(self) -> None:
-        self._closing = True
-        self._q.put(None)
-        self._thread.join()
 
 
 # -- the buffer ----------------------------------------------------------------------------------
@@ -312,11 +252,13 @@ class TrajectoryReplayBuffer:
         self._counter = 0
         self._total_samples = 0
         self._closed = False
-        self._writer: Optional[_Writer] = None
+        self._writer: Optional[BackgroundWriter] = None
         if auto_save:
             self.auto_save_path.mkdir(parents=True, exist_ok=True)
             self._adopt_existing(self.auto_save_path)
-            self._writer = _Writer(max_pending_writes, self._write_one)
+            # one writer thread; disk errors (full, I/O) are retried, so nothing queued is lost
+            self._writer = BackgroundWriter(lambda item: self._write_one(*item), max_pending_writes,
+                                            'replay-buffer-writer', retry_os_errors=True)
 
     # -- size ----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -364,7 +306,7 @@ class TrajectoryReplayBuffer:
                     self._memory[tid] = flat
                     self._trim_memory()
             if self._writer is not None:
-                self._writer.submit(tid, flat)
+                self._writer.submit((tid, flat))
             ids.append(tid)
         return ids
 
@@ -392,8 +334,8 @@ class TrajectoryReplayBuffer:
         """Wait until every queued trajectory is on disk (acknowledged); re-raise writer errors."""
         if self._writer is not None:
             self._writer.join()
-            if self._writer.error is not None:
-                err, self._writer.error = self._writer.error, None
+            err = self._writer.take_error()
+            if err is not None:
                 raise RuntimeError(f'replay buffer writer failed: {err}') from err
 
     # -- sampling --------------------------------------------------------------------------------

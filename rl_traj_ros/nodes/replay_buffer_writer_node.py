@@ -39,8 +39,8 @@ class ReplayBufferWriterNode(Node):
                                              auto_save_path=p['output_dir'], trajectory_format=p['trajectory_format'],
                                              max_pending_writes=p['max_pending_writes'], on_durable=self._on_durable)
         if p['throttle_writes_s'] > 0:
-            write, delay = self.buffer._writer._write, p['throttle_writes_s']
-            self.buffer._writer._write = lambda tid, flat: (time.sleep(delay), write(tid, flat))
+            write, delay = self.buffer._writer._handle, p['throttle_writes_s']
+            self.buffer._writer._handle = lambda item: (time.sleep(delay), write(item))
         # exactly once: keys already stored (persisted in the index) are never stored again
         self.stored_keys = self.buffer.stored_keys()
         self._keys_of: dict[int, list] = {}

@@ -18,7 +18,6 @@ SIGINT/SIGTERM) flushes and finalizes; calling it twice is safe.
 from __future__ import annotations
 
 import atexit
-import queue
 import signal
 import threading
 import weakref
@@ -28,6 +27,7 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 
+from ..background import BackgroundWriter
 from .lerobot_writer import LeRobotWriter
 from .pickle_writer import PickleWriter
 from .record import EpisodeRecord
@@ -118,11 +118,9 @@ class CollectEpisode(gym.Wrapper):
         self.episodes_saved = 0
         self.episodes_dropped = 0
         self._since_finalize = 0
-        self._queue: queue.Queue = queue.Queue(maxsize=max_queued_episodes)
-        self._error: Optional[BaseException] = None
+        # bounded: a stalled disk slows the loop instead of eating memory
+        self._bg = BackgroundWriter(self._write_episode, max_queued_episodes, 'collect-episode-writer')
         self._closed = False
-        self._thread = threading.Thread(target=self._write_loop, name='collect-episode-writer', daemon=True)
-        self._thread.start()
         self._install_exit_hooks()
 
     # -- env API -------------------------------------------------------------------------------
@@ -208,35 +206,25 @@ class CollectEpisode(gym.Wrapper):
         if self.only_success and not ep.success:
             self.episodes_dropped += 1
             return
-        self._queue.put(ep)  # bounded: a stalled disk slows the loop instead of eating memory
+        self._bg.submit(ep)
 
     # -- background writer -----------------------------------------------------------------------
-    def _write_loop(self) -> None:
-        while True:
-            ep = self._queue.get()
-            try:
-                if ep is None:
-                    return
-                if self._error is None:
-                    self.writer.write(ep)
-                    self.episodes_saved += 1
-                    self._since_finalize += 1
-                    if self.finalize_interval and self._since_finalize >= self.finalize_interval:
-                        self.writer.finalize()
-                        self._since_finalize = 0
-            except BaseException as e:  # noqa: BLE001 - surfaced on the next call
-                self._error = e
-            finally:
-                self._queue.task_done()
+    def _write_episode(self, ep: EpisodeRecord) -> None:  # writer thread
+        self.writer.write(ep)
+        self.episodes_saved += 1
+        self._since_finalize += 1
+        if self.finalize_interval and self._since_finalize >= self.finalize_interval:
+            self.writer.finalize()
+            self._since_finalize = 0
 
     def _raise_writer_error(self) -> None:
-        if self._error is not None:
-            err, self._error = self._error, None
+        err = self._bg.take_error()
+        if err is not None:
             raise RuntimeError(f'episode writer failed: {err!r}') from err
 
     def flush(self) -> None:
         """Wait until every finished episode is written."""
-        self._queue.join()
+        self._bg.join()
         self._raise_writer_error()
 
     def close(self) -> None:
@@ -244,10 +232,8 @@ class CollectEpisode(gym.Wrapper):
             return
         self._closed = True
         try:
-            self._queue.join()
-            self._queue.put(None)
-            self._thread.join()
-            if self._error is None:
+            self._bg.close()
+            if self._bg.error is None:
                 self.writer.close()
         finally:
             try:
