@@ -1,0 +1,63 @@
+"""spacemouse_teleop_node: a 3Dconnexion SpaceMouse as a human intervention source.
+
+Every cycle (>= 100 Hz) it drains all pending HID reports through pyspacemouse's decoder and
+publishes an Intervention: ``[-y, x, z, -roll, -pitch, -yaw]`` (x ``action_scale``, clipped
+to [-1, 1]) plus the gripper (left button closes, right opens) unless ``no_gripper``; active
+while the motion exceeds the deadzone or a button is held, and for ``latch_s`` after.
+BEST_EFFORT depth 1 with stamps: the env applies only fresh commands.
+``replay_file`` replays recorded raw HID reports instead of opening the device.
+"""
+from __future__ import annotations
+
+import time
+
+from rclpy.node import Node
+
+from .. import msg as M
+from ..ros.qos import TELEOP_QOS
+from ..teleop.spacemouse import ReplayHID, SpaceMouseTeleop, drain, open_device
+from .common import declare, run_node, topic
+
+
+class SpaceMouseTeleopNode(Node):
+    def __init__(self):
+        super().__init__('spacemouse_teleop_node')
+        p = declare(self, {
+            'rate_hz': (100.0, 'publish rate (>= 100 Hz keeps the latency below the control period)'),
+            'deadzone': (0.001, 'motion norm above which the operator is intervening'),
+            'latch_s': (0.5, 'stay active this long after the last motion or button'),
+            'action_scale': (1.0, 'scale of the normalised device axes'),
+            'no_gripper': (False, 'arm without gripper: 6-D actions'),
+            'env_index': (-1, 'env to intervene on (-1: all envs of the env node)'),
+            'replay_file': ('', 'JSON-lines raw HID reports to replay instead of the device'),
+            'device_name': ('SpaceMouseCompact', 'pyspacemouse device spec used for a replay'),
+        })
+        if p['rate_hz'] <= 0:
+            raise ValueError('rate_hz must be > 0')
+        self.p = p
+        replay = ReplayHID.from_file(p['replay_file']) if p['replay_file'] else None
+        self.device = open_device(replay, p['device_name'])
+        self.teleop = SpaceMouseTeleop(p['deadzone'], p['latch_s'], p['action_scale'], p['no_gripper'])
+        self.pub = self.create_publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
+        self.create_timer(1.0 / p['rate_hz'], self.tick)
+        self.published = 0
+
+    def tick(self) -> None:
+        state = drain(self.device)
+        action, active, buttons = self.teleop.action(state, time.monotonic())
+        m = M.Intervention(source_device='spacemouse', env_index=self.p['env_index'], action=action.tolist(),
+                           active=active, buttons=buttons)
+        m.header.stamp = self.get_clock().now().to_msg()
+        self.pub.publish(m)
+        self.published += 1
+
+    def shutdown(self) -> None:
+        self.device.close()
+
+
+def main(args=None) -> int:
+    return run_node(SpaceMouseTeleopNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

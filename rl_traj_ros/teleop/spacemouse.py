@@ -1,0 +1,124 @@
+"""SpaceMouse -> expert action (spec §7), ROS-free.
+
+The device side is pyspacemouse's own decoder (``SpaceMouseDevice``): on hardware it opens the
+hidraw device; in tests and replays a ``ReplayHID`` feeds it recorded raw HID reports, so
+the same decoding, axis convention and button parsing run in both cases.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+import numpy as np
+
+
+class ReplayHID:
+    """The HID device interface pyspacemouse reads from, fed with recorded raw reports.
+
+    Reports are released by their recorded time offsets (``clock`` - start), so a replay has
+    the device's timing; ``read`` returns one report per call, like hidapi.
+    """
+
+    product_string = 'SpaceMouse Compact (replay)'
+    manufacturer_string = '3Dconnexion (replay)'
+    release_number = 0
+    serial_number = 'replay'
+
+    def __init__(self, reports: Iterable[tuple[float, bytes]], clock: Callable[[], float] = time.monotonic,
+                 realtime: bool = True):
+        self._reports = sorted(reports, key=lambda r: r[0])
+        self._clock, self._realtime = clock, realtime
+        self._start: Optional[float] = None
+        self._i = 0
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kw) -> 'ReplayHID':
+        """JSON lines: {"t": seconds, "report": "hex bytes"}."""
+        rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+        return cls([(float(r['t']), bytes.fromhex(r['report'])) for r in rows], **kw)
+
+    def open(self) -> None:
+        self._start = self._clock()
+
+    def close(self) -> None:
+        pass
+
+    def set_nonblocking(self, flag: bool) -> None:
+        pass
+
+    def write(self, data) -> int:
+        return len(data)
+
+    def read(self, size: int = 64, timeout: int = 0) -> bytes:
+        if self._start is None:
+            self._start = self._clock()
+        if self._i >= len(self._reports):
+            return b''
+        t, report = self._reports[self._i]
+        if self._realtime and self._clock() - self._start < t:
+            return b''
+        self._i += 1
+        return report[:size]
+
+    @property
+    def exhausted(self) -> bool:
+        return self._i >= len(self._reports)
+
+
+def open_device(replay: Optional[ReplayHID] = None, device_name: str = 'SpaceMouseCompact'):
+    """A pyspacemouse SpaceMouseDevice: on the replay, or the first connected device."""
+    import pyspacemouse
+    from pyspacemouse import AxisConvention, SpaceMouseDevice, apply_axis_convention, get_device_specs
+    if replay is None:
+        return pyspacemouse.open(nonblocking=True, axis_convention=AxisConvention.HID_Z_UP)
+    info = apply_axis_convention(get_device_specs()[device_name], AxisConvention.HID_Z_UP)
+    dev = SpaceMouseDevice(info=info, device=replay)
+    dev.open()
+    return dev
+
+
+def drain(device, max_reports: int = 256):
+    """Read every pending report (pyspacemouse's read() consumes at most one per call), so
+    the command never lags behind the device."""
+    state = device.read()
+    for _ in range(max_reports):
+        t = state.t
+        state = device.read()
+        if state.t == t:
+            break
+    return state
+
+
+@dataclass
+class SpaceMouseTeleop:
+    """Device state -> ``[-y, x, z, -roll, -pitch, -yaw(, gripper)]`` with the activity latch."""
+
+    deadzone: float = 0.001
+    latch_s: float = 0.5
+    scale: float = 1.0
+    no_gripper: bool = False
+
+    def __post_init__(self) -> None:
+        self._last_active: Optional[float] = None
+        self._gripper = -1.0  # open until the left button closes it
+
+    def action(self, state, now: float) -> tuple[np.ndarray, bool, int]:
+        """(expert action, active, buttons bitmask)."""
+        motion = np.array([-state.y, state.x, state.z, -state.roll, -state.pitch, -state.yaw], np.float64)
+        buttons = list(getattr(state, 'buttons', []) or [])
+        pressed = any(buttons)
+        if len(buttons) > 0 and buttons[0]:
+            self._gripper = 1.0    # left: close
+        if len(buttons) > 1 and buttons[1]:
+            self._gripper = -1.0   # right: open
+        if np.linalg.norm(motion) > self.deadzone or pressed:
+            self._last_active = now
+        active = self._last_active is not None and now - self._last_active <= self.latch_s
+        a = np.clip(motion * self.scale, -1.0, 1.0)
+        if not self.no_gripper:
+            a = np.append(a, self._gripper)
+        mask = sum(1 << i for i, b in enumerate(buttons) if b)
+        return a.astype(np.float32), bool(active), int(mask)
