@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 import rclpy
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import Image, JointState
 
 from .. import msg as M
 from ..core.episodes import CollectEpisode
@@ -65,6 +65,7 @@ class FrankaEnvNode(Node):
         self._latest_intervention: Optional[tuple[float, M.Intervention]] = None
         self.pub_req = self.create_publisher(M.PolicyInput, topic(self, 'policy_input'), DATA_QOS)
         self.pub_cam = self.create_publisher(Image, 'camera/front', SIDE_QOS)
+        self.pub_joints = self.create_publisher(JointState, 'joint_states', SIDE_QOS)  # env 0, e.g. for GELLO
         self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
         self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention, TELEOP_QOS)
         self._reply = threading.Event()
@@ -121,6 +122,7 @@ class FrankaEnvNode(Node):
             req = next(gen)
             while rclpy.ok() and not self._stop.is_set():
                 self._publish_camera(req)
+                self._publish_joints(req)
                 msg = cv.policy_input_to_msg(req)
                 msg.header.stamp = self.get_clock().now().to_msg()
                 if not req.sources:  # terminal request: carries the last EnvPart only
@@ -166,6 +168,15 @@ class FrankaEnvNode(Node):
             rate = s.successes / s.episodes if s.episodes else 0.0
             print(f'[env {self.cfg.env_rank}] chunks={s.chunks} ({s.chunks / dt:.1f}/s) episodes={s.episodes} '
                   f'successes={s.successes} ({rate:.0%})', flush=True)
+
+    def _publish_joints(self, req) -> None:
+        if 'states' not in req.obs:
+            return
+        s = req.obs['states'][0].numpy()
+        m = JointState(name=[f'fr3_joint{i}' for i in range(1, 8)], position=[float(x) for x in s[:7]],
+                       velocity=[float(x) for x in s[7:14]])
+        m.header.stamp = self.get_clock().now().to_msg()
+        self.pub_joints.publish(m)
 
     def _publish_camera(self, req) -> None:
         rate = self.p['camera_topic_rate_hz']

@@ -1,0 +1,95 @@
+"""gello_teleop_node: a GELLO leader arm (Dynamixel servos) as a human intervention source.
+
+Reads the leader with one GroupSyncRead per cycle, maps servo angles to Franka joints
+(``joint_offsets``, ``joint_signs``; ``python -m rl_traj_ros.teleop.gello calibrate`` finds
+the offsets), computes the leader's TCP with Pinocchio FR3 kinematics and publishes the
+expert delta action from the follower's current TCP (from ``follower_joint_states``) as an
+Intervention, plus the leader's joints as sensor_msgs/JointState.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Optional
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from .. import msg as M
+from ..ros.qos import SIDE_QOS, TELEOP_QOS
+from ..teleop.gello import FrankaKinematics, GelloConfig, GelloReader, GelloTeleop
+from .common import declare, run_node, topic
+
+JOINT_NAMES = [f'fr3_joint{i}' for i in range(1, 8)]
+
+
+class GelloTeleopNode(Node):
+    def __init__(self):
+        super().__init__('gello_teleop_node')
+        p = declare(self, {
+            'port': ('/dev/ttyUSB0', 'serial port of the leader arm (U2D2)'),
+            'baudrate': (57600, 'Dynamixel baud rate'),
+            'joint_ids': ([1, 2, 3, 4, 5, 6, 7], 'servo ids of joints 1..7'),
+            'joint_offsets': ([0.0] * 7, 'rad; from the calibrate command'),
+            'joint_signs': ([1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0], 'FR3: 1 1 1 1 1 -1 1; Panda: 1 -1 1 1 1 -1 1'),
+            'gripper_id': (8, 'servo id of the gripper trigger; <= 0: none'),
+            'gripper_open_rad': (math.radians(195.0), 'trigger angle when open'),
+            'gripper_closed_rad': (math.radians(152.0), 'trigger angle when closed'),
+            'pos_scale': (0.05, "metres per unit action (the env's action_scale)"),
+            'rot_scale': (0.2, 'radians per unit action'),
+            'deadzone': (1e-3, 'action norm above which the operator is intervening'),
+            'latch_s': (0.5, 'stay active this long after the last motion'),
+            'no_gripper': (False, 'arm without gripper: 6-D actions'),
+            'rate_hz': (100.0, 'read and publish rate'),
+            'env_index': (-1, 'env to intervene on (-1: all)'),
+            'follower_joint_states': ('/env_0/joint_states', "the follower robot's joint states"),
+        })
+        self.p = p
+        self.reader = GelloReader(GelloConfig(p['port'], p['baudrate'], list(p['joint_ids']), list(p['joint_offsets']),
+                                              list(p['joint_signs']), p['gripper_id'], p['gripper_open_rad'],
+                                              p['gripper_closed_rad']))
+        self.kin = FrankaKinematics()
+        self.teleop = GelloTeleop(self.kin, p['pos_scale'], p['rot_scale'], p['deadzone'], p['latch_s'],
+                                  p['no_gripper'])
+        self.follower_tcp: Optional[np.ndarray] = None
+        self.pub = self.create_publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
+        self.pub_joints = self.create_publisher(JointState, 'gello/joint_states', SIDE_QOS)
+        self.create_subscription(JointState, p['follower_joint_states'], self.on_follower, SIDE_QOS)
+        self.create_timer(1.0 / p['rate_hz'], self.tick)
+        self.read_errors = 0
+
+    def on_follower(self, m: JointState) -> None:
+        if len(m.position) >= 7:
+            self.follower_tcp = self.kin.tcp(np.asarray(m.position[:7]))
+
+    def tick(self) -> None:
+        try:
+            q, g = self.reader.read()
+        except IOError as e:
+            self.read_errors += 1
+            self.get_logger().warn(f'leader read failed: {e}', throttle_duration_sec=2.0)
+            return
+        stamp = self.get_clock().now().to_msg()
+        js = JointState(name=JOINT_NAMES + (['gripper'] if g is not None else []),
+                        position=list(map(float, q)) + ([g] if g is not None else []))
+        js.header.stamp = stamp
+        self.pub_joints.publish(js)
+        if self.follower_tcp is None:
+            return  # no follower pose yet: a delta would be meaningless
+        action, active = self.teleop.action(q, g, self.follower_tcp, time.monotonic())
+        m = M.Intervention(source_device='gello', env_index=self.p['env_index'], action=action.tolist(),
+                           active=active)
+        m.header.stamp = stamp
+        self.pub.publish(m)
+
+    def shutdown(self) -> None:
+        self.reader.close()
+
+
+def main(args=None) -> int:
+    return run_node(GelloTeleopNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
