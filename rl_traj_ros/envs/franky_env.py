@@ -1,0 +1,182 @@
+"""The real Franka as a gymnasium env, driven by franky (libfranka); franky-sim stands in here.
+
+Action ``[dx, dy, dz, drx, dry, drz, gripper]`` in [-1, 1] (6-D with ``no_gripper``): the
+first six are scaled by ``action_scale`` (metres, radians) into a TCP pose delta; the gripper
+is binary (>= 0.5 closes). Limits are enforced BEFORE anything is sent: the per-step delta is
+clipped (``max_step_m``/``max_step_rad``, i.e. a velocity limit at ``control_dt``) and the
+target position is clipped to the workspace box.
+
+State (21 floats): TCP position [3], TCP orientation quaternion xyzw [4], TCP linear and
+angular velocity [6], joint positions [7], gripper width [1].
+Reward 1 and success once the TCP stayed within ``pos_tolerance``/``rot_tolerance`` of
+``target_ee_pose`` for ``success_hold_steps`` consecutive steps (the episode then terminates).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+import pinocchio as pin
+
+STATE_DIM = 21
+HOME_JOINTS = (0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785)
+
+
+def quat_to_rot(q_xyzw: Sequence[float]) -> np.ndarray:
+    x, y, z, w = (float(v) for v in q_xyzw)
+    return pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
+
+
+def rot_to_quat(r: np.ndarray) -> np.ndarray:
+    return np.asarray(pin.Quaternion(r).coeffs())  # x, y, z, w
+
+
+def target_pose(values: Sequence[float]) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """[x, y, z] | [x, y, z, rx, ry, rz] (rotation vector) | [x, y, z, qx, qy, qz, qw]."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 3:
+        return v, None
+    if v.size == 6:
+        return v[:3], pin.exp3(v[3:])
+    if v.size == 7:
+        return v[:3], quat_to_rot(v[3:])
+    raise ValueError(f'target_ee_pose needs 3, 6 or 7 values, got {v.size}')
+
+
+class FrankaFrankyEnv(gym.Env):
+    metadata = {'render_modes': []}
+
+    def __init__(self, robot_ip: str, target_ee_pose: Sequence[float] = (0.5, 0.0, 0.3),
+                 action_scale: tuple[float, float] = (0.05, 0.2), no_gripper: bool = False,
+                 pos_tolerance: float = 0.02, rot_tolerance: float = 0.25, success_hold_steps: int = 3,
+                 home_joints: Sequence[float] = HOME_JOINTS,
+                 workspace_min: Sequence[float] = (0.3, -0.3, 0.1), workspace_max: Sequence[float] = (0.7, 0.3, 0.6),
+                 max_step_m: float = 0.03, max_step_rad: float = 0.2, control_dt: float = 0.1,
+                 max_episode_steps: int = 200, dynamics_factor: float = 0.2, gripper_speed: float = 0.05,
+                 gripper_force: float = 20.0, camera: Optional[Callable[[], np.ndarray]] = None):
+        import franky
+        self._franky = franky
+        self.robot = franky.Robot(robot_ip, realtime_config=franky.RealtimeConfig.Ignore)
+        self.robot.relative_dynamics_factor = dynamics_factor
+        self.gripper = None if no_gripper else franky.Gripper(robot_ip)
+        self.target_pos, self.target_rot = target_pose(target_ee_pose)
+        self.pos_scale, self.rot_scale = action_scale
+        self.no_gripper = no_gripper
+        self.pos_tol, self.rot_tol, self.hold = pos_tolerance, rot_tolerance, success_hold_steps
+        self.home = list(home_joints)
+        self.ws_min, self.ws_max = np.asarray(workspace_min, float), np.asarray(workspace_max, float)
+        self.max_step_m, self.max_step_rad = max_step_m, max_step_rad
+        self.control_dt, self.max_episode_steps = control_dt, max_episode_steps
+        self.gripper_speed, self.gripper_force = gripper_speed, gripper_force
+        self.camera = camera
+        dim = 6 if no_gripper else 7
+        self.action_space = spaces.Box(-1.0, 1.0, (dim,), np.float32)
+        obs = {'states': spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)}
+        self.observation_space = spaces.Dict(obs)
+        self._closed_gripper = False
+        self._in_tol = 0
+        self._t = 0
+        self.recoveries = 0
+
+    # -- state --------------------------------------------------------------------------------
+    def _tcp(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cs = self.robot.current_cartesian_state
+        pose = cs.pose.end_effector_pose
+        twist = cs.velocity.end_effector_twist
+        vel = np.concatenate([np.asarray(twist.linear), np.asarray(twist.angular)])
+        return np.asarray(pose.translation, float), quat_to_rot(pose.quaternion), vel
+
+    def _obs(self) -> dict:
+        pos, rot, vel = self._tcp()
+        q = np.asarray(self.robot.current_joint_state.position, float)
+        width = float(self.gripper.width) if self.gripper is not None else 0.0
+        out = {'states': np.concatenate([pos, rot_to_quat(rot), vel, q, [width]]).astype(np.float32)}
+        if self.camera is not None:
+            out['main_images'] = np.asarray(self.camera(), np.uint8)
+        return out
+
+    def _errors(self) -> tuple[float, float]:
+        pos, rot, _ = self._tcp()
+        dp = float(np.linalg.norm(pos - self.target_pos))
+        dr = 0.0 if self.target_rot is None else float(np.linalg.norm(pin.log3(self.target_rot @ rot.T)))
+        return dp, dr
+
+    # -- commands -------------------------------------------------------------------------------
+    def clip_target(self, pos: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scaled, velocity-limited, workspace-clipped target (position, rotation vector delta)."""
+        a = np.clip(np.asarray(action, float), -1.0, 1.0)
+        dp = a[:3] * self.pos_scale
+        n = np.linalg.norm(dp)
+        if n > self.max_step_m:
+            dp *= self.max_step_m / n
+        dr = a[3:6] * self.rot_scale
+        n = np.linalg.norm(dr)
+        if n > self.max_step_rad:
+            dr *= self.max_step_rad / n
+        return np.clip(pos + dp, self.ws_min, self.ws_max), dr
+
+    def _move(self, motion, asynchronous: bool) -> None:
+        try:
+            self.robot.move(motion, asynchronous=asynchronous)
+        except self._franky.ControlException as e:  # try one recovery, then fail clearly
+            self.recoveries += 1
+            try:
+                self.robot.recover_from_errors()
+                self.robot.move(motion, asynchronous=asynchronous)
+            except self._franky.ControlException as e2:
+                raise RuntimeError(f'franky control error not recoverable: {e2} (first: {e})') from e2
+
+    def _set_gripper(self, close: bool) -> None:
+        if self.gripper is None or close == self._closed_gripper:
+            return
+        self._closed_gripper = close
+        if close:
+            self.gripper.grasp_async(0.0, self.gripper_speed, self.gripper_force, epsilon_outer=1.0)
+        else:
+            self.gripper.move_async(0.08, self.gripper_speed)
+
+    # -- gym API ---------------------------------------------------------------------------------
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        super().reset(seed=seed)
+        f = self._franky
+        self._move(f.JointWaypointMotion([f.JointWaypoint(self.home)]), asynchronous=False)
+        if self.gripper is not None:
+            self.gripper.move(0.08, self.gripper_speed)
+        self._closed_gripper = False
+        self._in_tol = 0
+        self._t = 0
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray):
+        t0 = time.monotonic()
+        f = self._franky
+        action = np.asarray(action, np.float32).reshape(-1)
+        if action.shape[0] != self.action_space.shape[0]:
+            raise ValueError(f'action has {action.shape[0]} dims, expected {self.action_space.shape[0]}')
+        pos, rot, _ = self._tcp()
+        target, drot = self.clip_target(pos, action)
+        quat = rot_to_quat(pin.exp3(drot) @ rot)
+        self._move(f.CartesianMotion(f.Affine(target.tolist(), quat.tolist()), f.ReferenceType.Absolute),
+                   asynchronous=True)
+        if not self.no_gripper:
+            self._set_gripper(bool(action[6] >= 0.5))
+        time.sleep(max(0.0, self.control_dt - (time.monotonic() - t0)))
+        self._t += 1
+        dp, dr = self._errors()
+        self._in_tol = self._in_tol + 1 if (dp <= self.pos_tol and dr <= self.rot_tol) else 0
+        success = self._in_tol >= self.hold
+        truncated = self._t >= self.max_episode_steps and not success
+        return self._obs(), float(success), success, truncated, {'succeed': success, 'pos_error': dp, 'rot_error': dr}
+
+    def close(self) -> None:
+        try:
+            self.robot.join_motion(timeout=0.0) if hasattr(self.robot, 'join_motion') else None
+        except Exception:  # noqa: BLE001 - nothing to join
+            pass
+        try:
+            self.robot.stop()  # motion stopped on shutdown
+        except Exception:  # noqa: BLE001 - not moving
+            pass
