@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument('--envs', type=int, default=8)
     smoke.add_argument('--image-size', type=int, default=128)
     run = sub.add_parser('run', help='run a pipeline without launch (same nodes, same YAML)')
-    run.add_argument('pipeline', choices=['sim_collect'])
+    run.add_argument('pipeline', choices=['sim_collect', 'real_collect'])
     run.add_argument('--config', default=None, help='params YAML (default: config/sim_collect.yaml)')
     run.add_argument('--num-env-nodes', type=int, default=1)
     run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--image-obs', dest='image_obs', action='store_true', default=None)
     run.add_argument('--no-images', dest='image_obs', action='store_false')
     run.add_argument('--in-process', action='store_true', help='same pipeline in one process, without ROS')
+    run.add_argument('--robot-ip', default=None, help='real_collect: robot (or franky-sim) address')
+    run.add_argument('--demos-dir', default=None, help='real_collect: append to this demos directory')
+    run.add_argument('--log-dir', default=None, help='real_collect: logs/{timestamp}/ goes here')
+    run.add_argument('--hid-udp-port', type=int, default=0, help='real_collect: SpaceMouse reports from UDP')
+    run.add_argument('--quiet', action='store_true')
     sheet = sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
     frames = sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)
     args, rest = parser.parse_known_args(argv)
@@ -34,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         return frames_main(rest)
     if rest:
         parser.error(f'unrecognized arguments: {rest}')
+    if args.command == 'run' and args.pipeline == 'real_collect':
+        from .pipelines import real_collect
+        args.config = args.config or str(real_collect.DEFAULT_CONFIG)
+        return real_collect.main(args)
     if args.command == 'run':
         from .pipelines import sim_collect
         args.config = args.config or str(sim_collect.DEFAULT_CONFIG)

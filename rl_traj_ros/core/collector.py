@@ -97,6 +97,7 @@ class Episode:
     intervene_flags: torch.Tensor   # [n, C*A]
     observations: Optional[list] = None  # n (+1 when the final obs is known) obs dicts
     step_ids: list[int] = field(default_factory=list)
+    keys: list[TrajectoryKey] = field(default_factory=list)  # the chunks it was built from
 
     @property
     def num_chunks(self) -> int:
@@ -114,6 +115,7 @@ class TrajectoryCollector:
         self._episode_counter: dict[SourceId, int] = defaultdict(int)
         self.stats = {'parts': 0, 'joined': 0, 'rejected': 0, 'flushed': 0, 'build_failures': 0}
         self._failed: set[TrajectoryKey] = set()
+        self.dropped_keys: list[TrajectoryKey] = []  # chunks of episodes filtered out (only_success)
         self._last_outputs: list[CollectorOutput] = []
 
     # -- public ------------------------------------------------------------------------------
@@ -257,7 +259,8 @@ class TrajectoryCollector:
                     outputs.extend(self._close_episode(source_id, b, final_obs=None))
                 for l in range(chunks):
                     t = e * chunks + l
-                    ep = self._open_episodes.setdefault((source_id, b), {'rows': [], 'obs': [], 'steps': []})
+                    ep = self._open_episodes.setdefault((source_id, b), {'rows': [], 'obs': [], 'steps': [], 'keys': []})
+                    ep['keys'].append(traj.keys[t])
                     ep['rows'].append((traj.actions[t, b], traj.rewards[t, b], traj.dones[e * (chunks + 1) + 1 + l, b],
                                        traj.intervene_flags[t, b]))
                     ep['steps'].append(step_id)
@@ -277,9 +280,11 @@ class TrajectoryCollector:
         eid = self._episode_counter[source_id]
         self._episode_counter[source_id] += 1
         if self.plan.only_success and not success:
+            self.dropped_keys.extend(ep['keys'])  # consumed on purpose: upstream may forget them
             return []
         obs = ep['obs'] + ([final_obs] if final_obs is not None else []) if ep['obs'] else None
-        episode = Episode(source_id, env_index, eid, success, actions, rewards, dones, flags, obs, ep['steps'])
+        episode = Episode(source_id, env_index, eid, success, actions, rewards, dones, flags, obs, ep['steps'],
+                          ep['keys'])
         return [CollectorOutput('lerobot', ep['steps'][-1], source_id, episode=episode)]
 
     def open_episodes(self) -> dict[tuple[SourceId, int], int]:

@@ -142,6 +142,7 @@ class FrankaFrankyEnv(gym.Env):
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         super().reset(seed=seed)
         f = self._franky
+        self._settle()  # franky cannot switch motion type while the last Cartesian step still runs
         self._move(f.JointWaypointMotion([f.JointWaypoint(self.home)]), asynchronous=False)
         if self.gripper is not None:
             self.gripper.move(0.08, self.gripper_speed)
@@ -171,12 +172,17 @@ class FrankaFrankyEnv(gym.Env):
         truncated = self._t >= self.max_episode_steps and not success
         return self._obs(), float(success), success, truncated, {'succeed': success, 'pos_error': dp, 'rot_error': dr}
 
+    def _settle(self) -> None:
+        try:
+            self.robot.join_motion()
+        except self._franky.ControlException:
+            self.robot.recover_from_errors()
+
     def close(self) -> None:
+        """Motion stopped on shutdown: let the last (short) step finish, then stop."""
         try:
-            self.robot.join_motion(timeout=0.0) if hasattr(self.robot, 'join_motion') else None
-        except Exception:  # noqa: BLE001 - nothing to join
-            pass
-        try:
-            self.robot.stop()  # motion stopped on shutdown
-        except Exception:  # noqa: BLE001 - not moving
-            pass
+            self._settle()
+            if hasattr(self.robot, 'stop'):
+                self.robot.stop()
+        except Exception as e:  # noqa: BLE001 - nothing left to stop
+            print(f'franky close: {e}')

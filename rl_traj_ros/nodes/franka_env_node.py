@@ -38,6 +38,7 @@ class FrankaEnvNode(Node):
             'num_epochs': (1, 'E: rollout epochs per training step'),
             'chunks_per_epoch': (10, 'L: chunks per epoch'),
             'num_steps': (1, 'training steps to run (with target_successes: a cap; 0 = none)'),
+            'start_step': (0, 'first step_id (keys stay unique when a run appends to stored data)'),
             'target_successes': (0, 'stop at the next step boundary after this many successful episodes'),
             'seed': (0, 'env seed'),
             'image_obs': (False, 'render the front and wrist cameras'),
@@ -47,6 +48,20 @@ class FrankaEnvNode(Node):
             'request_resend_s': (5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes'),
             'intervention_timeout_s': (0.25, 'interventions older than this are stale and ignored'),
             'camera_topic_rate_hz': (2.0, 'rate of the sensor_msgs/Image side topic; 0 = off'),
+            'env_type': ('sim', "'sim' (gym-hil MuJoCo Franka) or 'franky' (a real Franka via franky; franky-sim)"),
+            'robot_ip': ('172.16.0.2', 'franky: robot (or franky-sim) address'),
+            'target_ee_pose': ([0.5, 0.0, 0.3], 'franky: [x,y,z] | + rotation vector | + quaternion xyzw'),
+            'pos_tolerance': (0.02, 'franky: success position tolerance (m)'),
+            'rot_tolerance': (0.25, 'franky: success rotation tolerance (rad)'),
+            'success_hold_steps': (3, 'franky: steps the TCP must stay within tolerance'),
+            'action_scale': ([0.05, 0.2], 'franky: metres and radians per unit action'),
+            'no_gripper': (False, 'franky: arm without gripper (6-D actions)'),
+            'workspace_min': ([0.3, -0.3, 0.1], 'franky: TCP box, enforced before sending'),
+            'workspace_max': ([0.7, 0.3, 0.6], 'franky: TCP box, enforced before sending'),
+            'max_step_m': (0.03, 'franky: per-step translation limit (velocity limit)'),
+            'control_dt': (0.1, 'franky: control period (s)'),
+            'task_description': ('pick up the cube', 'recorded task (record_task_description)'),
+            'teleop_only': (False, 'demonstrations: execute the teleop action every step, flags all 1'),
             'collect_episodes': (False, 'record episodes with CollectEpisode'),
             'collect_dir': ('outputs/collected_data', 'CollectEpisode save_dir (env_<rank> appended)'),
             'export_format': ('lerobot', "'lerobot' or 'pickle'"),
@@ -58,6 +73,10 @@ class FrankaEnvNode(Node):
         for k in ('num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch'):
             if p[k] < 1:
                 raise ValueError(f'{k} must be >= 1, got {p[k]}')
+        if p['env_type'] == 'franky' and p['num_envs'] != 1:
+            raise ValueError('env_type franky drives one robot: num_envs must be 1')
+        if p['env_type'] == 'franky' and p['action_dim'] != (6 if p['no_gripper'] else 7):
+            raise ValueError(f"action_dim must be {6 if p['no_gripper'] else 7} with no_gripper={p['no_gripper']}")
         self.p = p
         self.cfg = RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
         self.env = None     # made in the rollout thread: an EGL context is bound to its thread
@@ -106,7 +125,19 @@ class FrankaEnvNode(Node):
     # -- the rollout loop (own thread) ----------------------------------------------------------
     def _make_env(self):
         p = self.p
-        env = SimFrankaVecEnv(p['num_envs'], p['image_obs'], p['image_size'], p['seed'], p['max_episode_steps'])
+        if p['env_type'] == 'franky':
+            from ..envs.batched import BatchedEnv
+            from ..envs.franky_env import FrankaFrankyEnv
+            robots = [FrankaFrankyEnv(p['robot_ip'], list(p['target_ee_pose']), tuple(p['action_scale']),
+                                      p['no_gripper'], p['pos_tolerance'], p['rot_tolerance'], p['success_hold_steps'],
+                                      workspace_min=list(p['workspace_min']), workspace_max=list(p['workspace_max']),
+                                      max_step_m=p['max_step_m'], control_dt=p['control_dt'],
+                                      max_episode_steps=p['max_episode_steps'])]
+            env = BatchedEnv(robots, lambda i, raw: raw, p['task_description'], p['seed'])
+        elif p['env_type'] == 'sim':
+            env = SimFrankaVecEnv(p['num_envs'], p['image_obs'], p['image_size'], p['seed'], p['max_episode_steps'])
+        else:
+            raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
         if p['collect_episodes']:
             env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
                                  num_envs=p['num_envs'], export_format=p['export_format'], fps=p['fps'],
@@ -173,8 +204,8 @@ class FrankaEnvNode(Node):
         if 'states' not in req.obs:
             return
         s = req.obs['states'][0].numpy()
-        m = JointState(name=[f'fr3_joint{i}' for i in range(1, 8)], position=[float(x) for x in s[:7]],
-                       velocity=[float(x) for x in s[7:14]])
+        q = slice(13, 20) if self.p['env_type'] == 'franky' else slice(0, 7)  # see each env's state layout
+        m = JointState(name=[f'fr3_joint{i}' for i in range(1, 8)], position=[float(x) for x in s[q]])
         m.header.stamp = self.get_clock().now().to_msg()
         self.pub_joints.publish(m)
 

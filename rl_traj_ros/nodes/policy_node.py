@@ -26,7 +26,8 @@ class PolicyNode(Node):
     def __init__(self):
         super().__init__('policy_node')
         p = declare(self, {
-            'policy': ('expert', "'expert' (scripted pick-cube, logprobs/values from the model) or 'mlp'"),
+            'policy': ('expert', "'expert' (scripted pick-cube), 'mlp' (sample the actor-critic) or 'zero' "
+                                 '(hold still: demonstrations driven by teleop)'),
             'state_dim': (21, 'length of obs/states'),
             'action_dim': (7, 'A: actions per control step'),
             'chunk': (4, 'C: control steps per action chunk'),
@@ -42,8 +43,8 @@ class PolicyNode(Node):
             'resend_after_s': (30.0, 'resend parts whose keys the writer has not acknowledged after this long'),
             'max_unacked_keys': (2000, 'backpressure: stop answering new requests while more keys are unacked'),
         })
-        if p['policy'] not in ('expert', 'mlp'):
-            raise ValueError(f"policy must be 'expert' or 'mlp', got {p['policy']!r}")
+        if p['policy'] not in ('expert', 'mlp', 'zero'):
+            raise ValueError(f"policy must be 'expert', 'mlp' or 'zero', got {p['policy']!r}")
         if p['chunk'] < 1 or p['action_dim'] < 1:
             raise ValueError('chunk and action_dim must be >= 1')
         model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], p['use_images'],
@@ -53,7 +54,7 @@ class PolicyNode(Node):
         if p['device'].startswith('cuda') and not torch.cuda.is_available():
             raise ValueError(f"device {p['device']!r} requested but CUDA is not available")
         model = model.to(p['device'])
-        expert = PickCubeExpert(noise=p['expert_noise'], seed=p['seed']) if p['policy'] == 'expert' else None
+        expert = {'expert': PickCubeExpert(noise=p['expert_noise'], seed=p['seed']), 'zero': 'zero'}.get(p['policy'])
         self.worker = PolicyWorker(model.eval(), expert, p['seed'], p['collect_transitions'], p['model_version'])
         self.pub_action = self.create_publisher(M.ActionChunk, topic(self, 'action_chunk'), DATA_QOS)
         self.pub_policy = self.create_publisher(M.PolicyPart, topic(self, 'policy_part'), DATA_QOS)

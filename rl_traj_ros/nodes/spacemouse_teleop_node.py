@@ -15,7 +15,7 @@ from rclpy.node import Node
 
 from .. import msg as M
 from ..ros.qos import TELEOP_QOS
-from ..teleop.spacemouse import ReplayHID, SpaceMouseTeleop, drain, open_device
+from ..teleop.spacemouse import ReplayHID, SocketHID, SpaceMouseTeleop, drain, open_device
 from .common import declare, run_node, topic
 
 
@@ -30,12 +30,14 @@ class SpaceMouseTeleopNode(Node):
             'no_gripper': (False, 'arm without gripper: 6-D actions'),
             'env_index': (-1, 'env to intervene on (-1: all envs of the env node)'),
             'replay_file': ('', 'JSON-lines raw HID reports to replay instead of the device'),
+            'hid_udp_port': (0, 'read raw HID reports from UDP datagrams on this localhost port instead'),
             'device_name': ('SpaceMouseCompact', 'pyspacemouse device spec used for a replay'),
         })
         if p['rate_hz'] <= 0:
             raise ValueError('rate_hz must be > 0')
         self.p = p
-        replay = ReplayHID.from_file(p['replay_file']) if p['replay_file'] else None
+        replay = (ReplayHID.from_file(p['replay_file']) if p['replay_file']
+                  else SocketHID(p['hid_udp_port']) if p['hid_udp_port'] else None)
         self.device = open_device(replay, p['device_name'])
         self.teleop = SpaceMouseTeleop(p['deadzone'], p['latch_s'], p['action_scale'], p['no_gripper'])
         self.pub = self.create_publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)

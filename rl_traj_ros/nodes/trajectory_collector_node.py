@@ -33,7 +33,7 @@ def episode_as_trajectory(ep) -> Trajectory:
                       versions=torch.zeros(n, 1, ep.rewards.shape[1], dtype=torch.int64),
                       intervene_flags=ep.intervene_flags.unsqueeze(1), dones=torch.cat([pad, d]),
                       terminations=torch.cat([pad, d]), truncations=torch.zeros_like(torch.cat([pad, d])),
-                      prev_values=torch.zeros(n + 1, 1, 1), num_epochs=1)
+                      prev_values=torch.zeros(n + 1, 1, 1), num_epochs=1, keys=list(ep.keys))
 
 
 class TrajectoryCollectorNode(Node):
@@ -54,6 +54,7 @@ class TrajectoryCollectorNode(Node):
             'gae_lambda': (0.95, 'GAE lambda'),
             'seed': (0, 'micro-batch shuffling seed'),
             'only_success': (False, 'lerobot'),
+            'success_reward': (0.5, 'lerobot: an episode succeeded if a reward reached this'),
             'collect_transitions': (False, 'keep curr_obs/next_obs in trajectories'),
             'auto_reset': (True, 'add gamma * bootstrap value on truncated chunks'),
             'pending_timeout_s': (120.0, 'drop and report a part whose other half did not come in time'),
@@ -71,12 +72,16 @@ class TrajectoryCollectorNode(Node):
                                   collect_transitions=p['collect_transitions']),
             num_shards=p['num_shards'], num_actors=p['num_actors'], micro_batch_size=p['micro_batch_size'],
             shuffle_micro_batches=p['shuffle_micro_batches'], normalize_advantages=p['normalize_advantages'],
-            gamma=p['gamma'], gae_lambda=p['gae_lambda'], seed=p['seed'], only_success=p['only_success'])
+            gamma=p['gamma'], gae_lambda=p['gae_lambda'], seed=p['seed'], only_success=p['only_success'],
+            success_reward=p['success_reward'])
         self.collector = TrajectoryCollector(self.plan)
         self.p = p
         self.counters = {'published': 0, 'rejected': 0, 'duplicates': 0, 'expired': 0, 'decode_errors': 0}
         self.pub = self.create_publisher(M.Trajectory, topic(self, 'trajectory'), DATA_QOS)
         self.outbox = Outbox(self.pub.publish, p['resend_after_s'])
+        # chunks the plan drops on purpose (only_success) are acknowledged here, or producers
+        # would hold them forever (lerobot mode: chunk keys identify episodes with one env per source)
+        self.pub_ack = self.create_publisher(M.KeyAck, topic(self, 'key_ack'), DATA_QOS)
         self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
         self.create_timer(1.0, lambda: self.outbox.tick(self.pub.get_subscription_count()))
         self.create_subscription(M.PolicyPart, topic(self, 'policy_part'),
@@ -111,6 +116,11 @@ class TrajectoryCollectorNode(Node):
         self._publish(outputs)
 
     def _publish(self, outputs) -> None:
+        if self.collector.dropped_keys:
+            ack = M.KeyAck(keys=[cv.key_to_msg(k) for k in self.collector.dropped_keys])
+            ack.header.stamp = self.get_clock().now().to_msg()
+            self.pub_ack.publish(ack)
+            self.collector.dropped_keys.clear()
         for o in outputs:
             if o.trajectory is not None:
                 msg = cv.trajectory_to_msg(o.trajectory, o.mode, o.step_id, o.source_id or (0, 0), o.actor_rank,

@@ -126,7 +126,8 @@ def make_policy_worker(pp: dict):
     if pp.get('weights'):
         model.load_weights(pp['weights'])
     model = model.to(pp.get('device', 'cpu'))
-    expert = PickCubeExpert(noise=pp.get('expert_noise', 0.0), seed=pp['seed']) if pp['policy'] == 'expert' else None
+    expert = {'expert': PickCubeExpert(noise=pp.get('expert_noise', 0.0), seed=pp['seed']),
+              'zero': 'zero'}.get(pp['policy'])
     return PolicyWorker(model.eval(), expert, pp['seed'], pp.get('collect_transitions', False),
                         pp.get('model_version', 0))
 
@@ -168,7 +169,8 @@ def _stats(node, client_name: str) -> dict[str, float]:
 
 def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             drain_timeout_s: float = 120.0, chaos=None, extra_env: Optional[dict] = None,
-            wrap: Optional[dict[str, list[str]]] = None) -> dict:
+            wrap: Optional[dict[str, list[str]]] = None,
+            extra_nodes: Optional[dict[str, tuple[str, list[str]]]] = None) -> dict:
     """``chaos(ctl)`` runs in a thread while the env nodes work: ``ctl.kill(name, sig)`` and
     ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults.
     ``wrap[name]`` prefixes a node's command (e.g. ``['ip', 'netns', 'exec', 'hostA']``)."""
@@ -204,6 +206,8 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         start('writer', 'replay_buffer_writer_node', [])
         start('collector', 'trajectory_collector_node', [])
         start('policy', 'policy_node', [])
+        for name, (module, extra) in (extra_nodes or {}).items():
+            start(name, module, extra)
         for r in range(num_env_nodes):
             start(f'env_{r}', 'franka_env_node', ['-r', f'__ns:=/env_{r}', '-p', f'env_rank:={r}'])
         env_names = [n for n in procs if n.startswith('env_')]

@@ -36,6 +36,8 @@ class RolloutConfig:
     image_obs: bool = False
     image_size: int = 128
     max_episode_steps: int = 100
+    teleop_only: bool = False     # demonstrations: every step executes the teleop action (flags all 1)
+    start_step: int = 0           # first step_id: a run appending to stored data continues its steps
 
 
 @dataclass
@@ -81,7 +83,7 @@ class EnvWorker:
         cfg = self.cfg
         obs, _ = self.env.reset(seed=cfg.seed)
         prev: Optional[EnvPart] = None
-        step = 0
+        step = cfg.start_step
         while True:
             for epoch in range(cfg.num_epochs):
                 for l in range(cfg.chunks_per_epoch):
@@ -96,7 +98,7 @@ class EnvWorker:
                                    if l == 0 else None)
             step += 1
             done_target = cfg.target_successes and self.stats.successes >= cfg.target_successes
-            if (cfg.num_steps and step >= cfg.num_steps) or done_target or self.should_stop():
+            if (cfg.num_steps and step - cfg.start_step >= cfg.num_steps) or done_target or self.should_stop():
                 break
         yield PolicyInput([], obs_to_torch(obs), prev)
 
@@ -115,7 +117,11 @@ class EnvWorker:
         for s in range(c):
             a = acts[:, s]
             cmd = self.interventions() if self.interventions else None
-            if cmd is not None and cmd[1]:
+            if cfg.teleop_only:  # the operator drives; no fresh command = hold still
+                a[:] = cmd[0] if cmd is not None else 0.0
+                iflags[:, s] = True
+                iacts[:, s * a_dim:(s + 1) * a_dim] = a
+            elif cmd is not None and cmd[1]:
                 rows = range(b) if cmd[2] < 0 else [cmd[2]]
                 for i in rows:
                     a[i] = cmd[0]
@@ -159,7 +165,9 @@ class PolicyWorker:
         b = sum(s.size for s in req.sources)
         g = torch.Generator().manual_seed(_key_seed(self.seed, req.sources[0].key))
         given = None
-        if self.expert is not None:
+        if self.expert == 'zero':  # demonstrations: the operator's teleop actions replace these
+            given = torch.zeros(b, self.model.chunk * self.model.action_dim)
+        elif self.expert is not None:
             states = req.obs['states'].numpy()
             given = torch.from_numpy(np.stack([self.expert.act_chunk(states[i], self.model.chunk).reshape(-1)
                                                for i in range(b)])).clamp(-1.0, 1.0)

@@ -68,6 +68,31 @@ class ReplayHID:
         return self._i >= len(self._reports)
 
 
+class SocketHID(ReplayHID):
+    """Raw HID reports arriving as UDP datagrams on localhost (a scripted operator, or a
+    recorder on another machine relaying a real device): the same decoder reads them."""
+
+    product_string = 'SpaceMouse Compact (socket)'
+
+    def __init__(self, port: int, host: str = '127.0.0.1'):
+        import socket
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.bind((host, port))
+        self._sock.setblocking(False)
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def read(self, size: int = 64, timeout: int = 0) -> bytes:
+        try:
+            return self._sock.recv(64)[:size]
+        except BlockingIOError:
+            return b''
+
+
 def open_device(replay: Optional[ReplayHID] = None, device_name: str = 'SpaceMouseCompact'):
     """A pyspacemouse SpaceMouseDevice: on the replay, or the first connected device."""
     import pyspacemouse

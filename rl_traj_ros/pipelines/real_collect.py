@@ -1,0 +1,112 @@
+"""Real-robot demonstration collection without `launch` (spec: DataCollector, as ROS 2 nodes).
+
+franka_env_node (franky; one robot; every step executes the teleop action, flags all 1) ->
+policy_node ('zero': the operator drives) -> trajectory_collector_node (lerobot mode: finished
+episodes, only successes, i.e. done with reward >= 0.5) -> replay_buffer_writer_node (pt,
+auto-save, appending) under ``logs/{timestamp}/demos``; with ``data_collection.enabled`` the
+env node also records the episodes with CollectEpisode under ``logs/{timestamp}/collected_data``.
+The teleop node is the SpaceMouse or the GELLO one. The run stops after
+``num_data_episodes`` successful episodes.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from . import sim_collect as sc
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / 'config' / 'real_collect.yaml'
+
+
+def load_config(path: str | Path) -> dict:
+    cfg = yaml.safe_load(Path(path).read_text()) or {}
+    if cfg.get('use_spacemouse') and cfg.get('use_gello'):
+        raise ValueError('use_spacemouse and use_gello are mutually exclusive')
+    if not cfg.get('use_spacemouse') and not cfg.get('use_gello'):
+        raise ValueError('enable one teleop device: use_spacemouse or use_gello')
+    return cfg
+
+
+def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
+    """Per-node parameters and the teleop node (name -> (module, ros args))."""
+    dc = cfg.get('data_collection', {}) or {}
+    action_dim = 6 if cfg.get('no_gripper') else 7
+    common = {'topic_prefix': '/rl_traj', 'num_envs': 1, 'chunk': 1, 'action_dim': action_dim, 'num_epochs': 1,
+              'chunks_per_epoch': 10, 'seed': 0}
+    demos = Path(cfg['demos_dir']) if cfg.get('demos_dir') else run_dir / 'demos'
+    start_step = next_step_id(demos)
+    params = {
+        'franka_env_node': {**common, 'env_type': 'franky', 'robot_ip': cfg['robot_ip'],
+                            'target_ee_pose': [float(x) for x in cfg['target_ee_pose']],
+                            'pos_tolerance': float(cfg.get('pos_tolerance', 0.02)),
+                            'rot_tolerance': float(cfg.get('rot_tolerance', 0.25)),
+                            'success_hold_steps': int(cfg['success_hold_steps']),
+                            'action_scale': [float(x) for x in cfg.get('action_scale', [0.05, 0.2])],
+                            'no_gripper': bool(cfg.get('no_gripper', False)), 'teleop_only': True,
+                            'num_steps': 0, 'start_step': start_step,
+                            'target_successes': int(cfg['num_data_episodes']),
+                            'max_episode_steps': int(cfg.get('max_episode_steps', 300)),
+                            'task_description': str(cfg.get('record_task_description', '')),
+                            'intervention_timeout_s': 0.5, 'camera_topic_rate_hz': 0.0,
+                            'collect_episodes': bool(dc.get('enabled', False)),
+                            'collect_dir': str(run_dir / 'collected_data'),
+                            'export_format': dc.get('export_format', 'lerobot'),
+                            'only_success': bool(dc.get('only_success', True)), 'fps': int(dc.get('fps', 10)),
+                            'finalize_interval': 1},
+        'policy_node': {**common, 'policy': 'zero', 'state_dim': 21, 'hidden': 64, 'use_images': False,
+                        'weights': '', 'collect_transitions': False},
+        'trajectory_collector_node': {**common, 'mode': 'lerobot', 'env_ranks': [0], 'only_success': True,
+                                      'success_reward': 0.5, 'collect_transitions': False},
+        'replay_buffer_writer_node': {**common, 'output_dir': str(demos), 'trajectory_format': 'pt',
+                                      'cache_size': 5, 'sample_window_size': 0},
+    }
+    if cfg.get('use_spacemouse'):
+        sm = {'no_gripper': bool(cfg.get('no_gripper', False)), **(cfg.get('spacemouse') or {})}
+        teleop = {'spacemouse': ('spacemouse_teleop_node', _ros_args(sm))}
+    else:
+        gl = {'port': cfg['gello_port'], 'no_gripper': bool(cfg.get('no_gripper', False)),
+              'pos_scale': float(cfg.get('action_scale', [0.05, 0.2])[0]),
+              'rot_scale': float(cfg.get('action_scale', [0.05, 0.2])[1]),
+              'follower_joint_states': '/env_0/joint_states', **(cfg.get('gello') or {})}
+        teleop = {'gello': ('gello_teleop_node', _ros_args(gl))}
+    return params, teleop
+
+
+def next_step_id(demos: Path) -> int:
+    """Appending to existing demos: continue after their highest step_id, so every chunk key is
+    new (the writer drops keys it already stored)."""
+    index = demos / 'trajectory_index.json'
+    if not index.exists():
+        return 0
+    data = yaml.safe_load(index.read_text())  # JSON is YAML
+    steps = [k[0] for e in data['trajectories'].values() for k in e.get('keys', [])]
+    return max(steps) + 1 if steps else 0
+
+
+def _ros_args(values: dict) -> list[str]:
+    out = []
+    for k, v in values.items():
+        out += ['-p', f'{k}:={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix("...").strip()}']
+    return out
+
+
+def main(args) -> int:
+    cfg = load_config(args.config)
+    for key in ('robot_ip', 'demos_dir', 'log_dir'):
+        if getattr(args, key, None):
+            cfg[key] = getattr(args, key)
+    if args.episodes:
+        cfg['num_data_episodes'] = args.episodes
+    if args.hid_udp_port:
+        cfg.setdefault('spacemouse', {})['hid_udp_port'] = args.hid_udp_port
+    run_dir = Path(cfg.get('log_dir', 'logs')) / time.strftime('%Y%m%d-%H%M%S')
+    params, teleop = node_params(cfg, run_dir)
+    r = sc.run_ros(params, 1, str(run_dir), extra_nodes=teleop, quiet=args.quiet)
+    print(f"\n[real_collect] {r['episodes']} episodes, {r['successes']} successful; demos: "
+          f"{params['replay_buffer_writer_node']['output_dir']}")
+    if params['franka_env_node']['collect_episodes']:
+        print(f"[real_collect] {params['franka_env_node']['export_format']} episodes: {run_dir / 'collected_data'}")
+    return 0 if r['successes'] >= cfg['num_data_episodes'] and not r['failed'] else 1
