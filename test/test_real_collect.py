@@ -94,3 +94,31 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
     for r in runs:
         info = json.loads((r / 'collected_data' / 'env_0' / 'meta' / 'info.json').read_text())
         assert info['total_episodes'] == 2 and info['codebase_version'] == 'v3.0'
+
+
+def test_real_collect_config_maps_spec_keys(tmp_path):
+    from rl_traj_ros.pipelines.real_collect import DEFAULT_CONFIG, load_config, node_params
+    cfg = load_config(DEFAULT_CONFIG)
+    params, teleop = node_params(cfg, tmp_path / 'run')
+    env = params['franka_env_node']
+    assert env['env_type'] == 'franky' and env['teleop_only'] and env['target_successes'] == cfg['num_data_episodes']
+    assert env['target_ee_pose'] == cfg['target_ee_pose'] and env['success_hold_steps'] == cfg['success_hold_steps']
+    assert params['replay_buffer_writer_node']['output_dir'] == str(tmp_path / 'run' / 'demos')
+    assert env['collect_dir'] == str(tmp_path / 'run' / 'collected_data')
+    assert list(teleop) == ['spacemouse']
+    cfg.update(use_spacemouse=False, use_gello=True)
+    assert list(node_params(cfg, tmp_path)[1]) == ['gello']
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text(DEFAULT_CONFIG.read_text().replace('use_gello: false', 'use_gello: true'))
+    with pytest.raises(ValueError, match='mutually exclusive'):
+        load_config(bad)
+
+
+@pytest.mark.skipif(__import__('importlib').util.find_spec('launch_ros') is None,
+                    reason='launch/launch_ros are not installed here (they are on a ROS 2 workstation)')
+def test_real_collect_launch_file_loads():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('rc_launch', ROOT / 'launch' / 'real_collect.launch.py')
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.generate_launch_description().entities
