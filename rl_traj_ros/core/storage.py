@@ -27,7 +27,11 @@ class BufferFileError(RuntimeError):
     """A buffer file is missing, corrupt or of the wrong format; the message names it."""
 
 
-def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = True) -> None:
+def stage_write(path: Path, write: Callable[[Any], None], binary: bool = True) -> Path:
+    """Write and fsync a hidden temp file beside ``path``; the caller renames it into place.
+
+    Several staged files can then be published with back-to-back renames, so readers see
+    the old set or the new set, with no slow I/O in between."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
     try:
@@ -35,17 +39,25 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = True) 
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
         raise
+    return Path(tmp)
+
+
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = True) -> None:
+    os.replace(stage_write(path, write, binary), path)
+
+
+def json_writer(obj: Any) -> Callable[[Any], None]:
+    return lambda f: json.dump(obj, f, indent=1, sort_keys=True)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write(path, lambda f: json.dump(obj, f, indent=1, sort_keys=True), binary=False)
+    atomic_write(path, json_writer(obj), binary=False)
 
 
 def read_json(path: Path, what: str) -> Any:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from ..storage import atomic_write, atomic_write_json
+from ..storage import atomic_write, json_writer, stage_write
 from . import lerobot_stats as st
 from .record import EpisodeRecord
 
@@ -95,6 +95,7 @@ class LeRobotWriter:
         self._writer: Optional[pq.ParquetWriter] = None
         self._writer_tmp: Optional[Path] = None
         self._schema: Optional[pa.Schema] = None
+        self._staged_episodes: list[tuple[Path, Path]] = []  # v2.1 episode files awaiting finalize
 
     # -- lazy initialisation -----------------------------------------------------------------
     def _init_features(self, ep: EpisodeRecord) -> None:
@@ -213,7 +214,8 @@ class LeRobotWriter:
         if self.version == 'v2.1':
             path = self.root / 'data' / f'chunk-{chunk:03d}' / f'episode_{ep_index:06d}.parquet'
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, lambda fh: pq.write_table(table, fh, compression='snappy'))
+            # visible only at the next finalize, together with the meta that counts it
+            self._staged_episodes += self._stage(path, lambda fh: pq.write_table(table, fh, compression='snappy'))
         else:
             if self._writer is None:
                 d = self.root / 'data' / 'chunk-000'
@@ -235,20 +237,32 @@ class LeRobotWriter:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def finalize(self) -> None:
-        """Make what was written so far a complete, loadable dataset."""
+        """Make what was written so far a complete, loadable dataset.
+
+        Every file (the data file, stats, tasks, episodes, info) is staged first; then all are
+        renamed into place back to back, data first, so a crash leaves the previous checkpoint
+        or this one, never a dataset whose meta disagrees with its data."""
         if self.features is None:
             return
+        staged, self._staged_episodes = self._staged_episodes, []
         if self._writer is not None:
             self._writer.close()
-            os.replace(self._writer_tmp, self._writer_tmp.parent / f'file-{self._file_index:03d}.parquet')
+            with open(self._writer_tmp, 'rb+') as fh:
+                os.fsync(fh.fileno())
+            staged.append((self._writer_tmp, self._writer_tmp.parent / f'file-{self._file_index:03d}.parquet'))
             self._writer, self._writer_tmp = None, None
             self._file_index += 1
         agg = {k: st.to_json(st.aggregate([s[k] for s in self._ep_stats])) for k in self.features}
-        atomic_write_json(self.root / 'meta' / 'stats.json', agg)
-        if self.version == 'v3.0':
-            self._write_v30_meta()
-        else:
-            self._write_v21_meta()
+        staged += self._stage(self.root / 'meta' / 'stats.json', json_writer(agg), binary=False)
+        staged += self._stage_v30_meta() if self.version == 'v3.0' else self._stage_v21_meta()
+        staged += self._stage(self.root / 'meta' / 'info.json', json_writer(self._info()), binary=False)
+        for tmp, final in staged:
+            os.replace(tmp, final)
+
+    @staticmethod
+    def _stage(path: Path, write, binary: bool = True) -> list[tuple[Path, Path]]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return [(stage_write(path, write, binary), path)]
 
     def _info(self) -> dict:
         info = {'codebase_version': self.version, 'fps': self.fps, 'features': self.features,
@@ -265,7 +279,7 @@ class LeRobotWriter:
         info.update({'robot_type': self.robot_type, 'splits': {'train': f'0:{len(self._episodes)}'}})
         return info
 
-    def _write_v30_meta(self) -> None:
+    def _stage_v30_meta(self) -> list[tuple[Path, Path]]:
         tasks = sorted(self._tasks.items(), key=lambda kv: kv[1])
         ttable = pa.table({'task_index': pa.array([i for _, i in tasks], pa.int64()),
                            'task': pa.array([t for t, _ in tasks], pa.string())})
@@ -277,7 +291,7 @@ class LeRobotWriter:
              'metadata': None}], 'creator': {'library': 'pyarrow', 'version': pa.__version__},
             'pandas_version': '2.3.3'}
         ttable = ttable.replace_schema_metadata({'pandas': json.dumps(pandas_meta)})
-        atomic_write(self.root / 'meta' / 'tasks.parquet', lambda fh: pq.write_table(ttable, fh))
+        staged = self._stage(self.root / 'meta' / 'tasks.parquet', lambda fh: pq.write_table(ttable, fh))
         cols: dict[str, list] = {k: [e[k] for e in self._episodes] for k in
                                  ('episode_index', 'tasks', 'length', 'data/chunk_index', 'data/file_index',
                                   'dataset_from_index', 'dataset_to_index')}
@@ -287,22 +301,19 @@ class LeRobotWriter:
         cols['meta/episodes/chunk_index'] = [0] * len(self._episodes)
         cols['meta/episodes/file_index'] = [0] * len(self._episodes)
         etable = pa.table(cols)
-        d = self.root / 'meta' / 'episodes' / 'chunk-000'
-        d.mkdir(parents=True, exist_ok=True)
-        atomic_write(d / 'file-000.parquet', lambda fh: pq.write_table(etable, fh))
-        atomic_write_json(self.root / 'meta' / 'info.json', self._info())
+        return staged + self._stage(self.root / 'meta' / 'episodes' / 'chunk-000' / 'file-000.parquet',
+                                    lambda fh: pq.write_table(etable, fh))
 
-    def _write_v21_meta(self) -> None:
-        def jsonl(name: str, rows: list[dict]) -> None:
-            atomic_write(self.root / 'meta' / name,
-                         lambda fh: fh.write(''.join(json.dumps(r) + '\n' for r in rows)), binary=False)
-        jsonl('tasks.jsonl', [{'task_index': i, 'task': t} for t, i in sorted(self._tasks.items(), key=lambda kv: kv[1])])
-        jsonl('episodes.jsonl', [{'episode_index': e['episode_index'], 'tasks': e['tasks'], 'length': e['length']}
-                                 for e in self._episodes])
-        jsonl('episodes_stats.jsonl', [{'episode_index': e['episode_index'],
-                                        'stats': {k: st.to_json(v) for k, v in s.items()}}
-                                       for e, s in zip(self._episodes, self._ep_stats)])
-        atomic_write_json(self.root / 'meta' / 'info.json', self._info())
+    def _stage_v21_meta(self) -> list[tuple[Path, Path]]:
+        def jsonl(name: str, rows: list[dict]) -> list[tuple[Path, Path]]:
+            text = ''.join(json.dumps(r) + '\n' for r in rows)
+            return self._stage(self.root / 'meta' / name, lambda fh: fh.write(text), binary=False)
+        tasks = [{'task_index': i, 'task': t} for t, i in sorted(self._tasks.items(), key=lambda kv: kv[1])]
+        episodes = [{'episode_index': e['episode_index'], 'tasks': e['tasks'], 'length': e['length']}
+                    for e in self._episodes]
+        stats = [{'episode_index': e['episode_index'], 'stats': {k: st.to_json(v) for k, v in s.items()}}
+                 for e, s in zip(self._episodes, self._ep_stats)]
+        return jsonl('tasks.jsonl', tasks) + jsonl('episodes.jsonl', episodes) + jsonl('episodes_stats.jsonl', stats)
 
     @property
     def num_episodes(self) -> int:
