@@ -7,18 +7,15 @@ stream has one producer and one ordering boundary (spec §2).
 """
 from __future__ import annotations
 
-import torch
 from rclpy.node import Node
 
 from .. import msg as M
-from ..policies.actor_critic import ActorCritic
-from ..policies.scripted import PickCubeExpert
 from ..ros import conversion as cv
 from collections import OrderedDict, deque
 
 from ..ros.qos import DATA_QOS
 from ..ros.reliability import Outbox
-from ..rollout.workers import PolicyWorker
+from ..rollout.workers import make_policy_worker
 from .common import declare, run_node, topic, wait_acked
 
 
@@ -43,19 +40,9 @@ class PolicyNode(Node):
             'resend_after_s': (30.0, 'resend parts whose keys the writer has not acknowledged after this long'),
             'max_unacked_keys': (2000, 'backpressure: stop answering new requests while more keys are unacked'),
         })
-        if p['policy'] not in ('expert', 'mlp', 'zero'):
-            raise ValueError(f"policy must be 'expert', 'mlp' or 'zero', got {p['policy']!r}")
         if p['chunk'] < 1 or p['action_dim'] < 1:
             raise ValueError('chunk and action_dim must be >= 1')
-        model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], p['use_images'],
-                            p['image_size'], seed=p['seed'])
-        if p['weights']:
-            model.load_weights(p['weights'])
-        if p['device'].startswith('cuda') and not torch.cuda.is_available():
-            raise ValueError(f"device {p['device']!r} requested but CUDA is not available")
-        model = model.to(p['device'])
-        expert = {'expert': PickCubeExpert(noise=p['expert_noise'], seed=p['seed']), 'zero': 'zero'}.get(p['policy'])
-        self.worker = PolicyWorker(model.eval(), expert, p['seed'], p['collect_transitions'], p['model_version'])
+        self.worker = make_policy_worker(p)
         self.pub_action = self.create_publisher(M.ActionChunk, topic(self, 'action_chunk'), DATA_QOS)
         self.pub_policy = self.create_publisher(M.PolicyPart, topic(self, 'policy_part'), DATA_QOS)
         self.pub_env = self.create_publisher(M.EnvPart, topic(self, 'env_part'), DATA_QOS)

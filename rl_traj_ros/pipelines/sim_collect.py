@@ -72,6 +72,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     from ..envs.sim_franka import SimFrankaVecEnv
     from ..rollout.workers import EnvWorker
     pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
+    from ..rollout.workers import make_policy_worker
     policy = make_policy_worker(params['policy_node'])
     plan = make_plan(pc)
     collector = TrajectoryCollector(plan)
@@ -115,21 +116,6 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     return {'wall_s': wall, 'data_path_s': t_data, 'env_s': sum(s.env_time_s for s in stats),
             'chunks': sum(s.chunks for s in stats), 'episodes': sum(s.episodes for s in stats),
             'successes': sum(s.successes for s in stats), 'replay_buffer': buf_dir}
-
-
-def make_policy_worker(pp: dict):
-    from ..policies.actor_critic import ActorCritic
-    from ..policies.scripted import PickCubeExpert
-    from ..rollout.workers import PolicyWorker
-    model = ActorCritic(pp['state_dim'], pp['action_dim'], pp['chunk'], pp['hidden'], pp['use_images'],
-                        pp.get('image_size', 128), seed=pp['seed'])
-    if pp.get('weights'):
-        model.load_weights(pp['weights'])
-    model = model.to(pp.get('device', 'cpu'))
-    expert = {'expert': PickCubeExpert(noise=pp.get('expert_noise', 0.0), seed=pp['seed']),
-              'zero': 'zero'}.get(pp['policy'])
-    return PolicyWorker(model.eval(), expert, pp['seed'], pp.get('collect_transitions', False),
-                        pp.get('model_version', 0))
 
 
 def make_plan(pc: dict):

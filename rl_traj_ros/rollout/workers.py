@@ -189,6 +189,26 @@ class PolicyWorker:
         return chunk, pol, self.complete(req)
 
 
+def make_policy_worker(pp: dict) -> PolicyWorker:
+    """The policy node's worker from its parameters (the node and the in-process run share it)."""
+    if pp['policy'] not in ('expert', 'mlp', 'zero'):
+        raise ValueError(f"policy must be 'expert', 'mlp' or 'zero', got {pp['policy']!r}")
+    device = pp.get('device', 'cpu')
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        raise ValueError(f'device {device!r} requested but CUDA is not available')
+    model = ActorCritic(pp['state_dim'], pp['action_dim'], pp['chunk'], pp['hidden'], pp['use_images'],
+                        pp.get('image_size', 128), seed=pp['seed'])
+    if pp.get('weights'):
+        model.load_weights(pp['weights'])
+    expert = None
+    if pp['policy'] == 'expert':
+        expert = PickCubeExpert(noise=pp.get('expert_noise', 0.0), seed=pp['seed'])
+    elif pp['policy'] == 'zero':
+        expert = 'zero'
+    return PolicyWorker(model.to(device).eval(), expert, pp['seed'], pp.get('collect_transitions', False),
+                        pp.get('model_version', 0))
+
+
 def drive(worker: EnvWorker, answer: Callable[[PolicyInput], Optional[torch.Tensor]]) -> None:
     """Run an EnvWorker to its end, answering each request with ``answer``."""
     gen = worker.run()
