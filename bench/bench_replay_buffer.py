@@ -114,14 +114,15 @@ def main() -> None:
             cached.add_trajectories([fresh(base, i)])
         mem, _ = rate(lambda: cached.sample(256))
         mem *= 256
+        cached.close()
+        cached = None  # free its 100 trajectories before the naive copy is built
         # naive: everything concatenated, indexed directly
         flat = {k: torch.cat([v.reshape(T * B, *v.shape[2:])] * WINDOW) for k, v in base.items()}
-        del cached
         g = torch.Generator().manual_seed(0)
         naive, _ = rate(lambda: {k: v.index_select(0, torch.randint(len(v), (256,), generator=g))
                                  for k, v in flat.items()})
         naive *= 256
-        del flat
+        flat.clear()
         print(f'sample(256) from disk, cache 5:   {disk:9.0f} samples/s  (first call, opening {WINDOW} files: '
               f'{first:.0f} samples/s)')
         print(f'sample(256) all cached (cache {WINDOW}): {mem:9.0f} samples/s')

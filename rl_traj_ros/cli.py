@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--log-dir', default=None, help='real_collect: logs/{timestamp}/ goes here')
     run.add_argument('--hid-udp-port', type=int, default=0, help='real_collect: SpaceMouse reports from UDP')
     run.add_argument('--quiet', action='store_true')
-    sheet = sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
-    frames = sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)
+    sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
+    sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command == 'contact-sheet':
         from .tools.contact_sheet import main as sheet_main

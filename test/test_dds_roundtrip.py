@@ -1,6 +1,5 @@
 """Every message type through real DDS between two processes, with realistic payloads:
 8 envs, two 128x128x3 uint8 cameras, states, a chunk of 7-dof actions."""
-import time
 
 import pytest
 import torch

@@ -18,7 +18,7 @@ from rl_traj_ros.teleop.dxl_emulator import DynamixelEmulator  # noqa: E402
 from rl_traj_ros.teleop.gello import (HOME, FrankaKinematics, GelloConfig, GelloReader, GelloTeleop,  # noqa: E402
                                       calibrate_offsets)
 
-from rosutil import ros_process, spin_until  # noqa: E402
+from rosutil import ros_process  # noqa: E402
 
 SIGNS = [1, 1, 1, 1, 1, -1, 1]
 OFFSETS = [math.pi / 2, 0.0, -math.pi, 0.0, math.pi / 2, 0.0, math.pi]

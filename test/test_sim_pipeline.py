@@ -3,7 +3,6 @@ replay buffer the pipeline writes equals, tensor for tensor, the in-process run 
 workers from the same seeds, and every key is stored exactly once."""
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -14,7 +14,7 @@ import torch
 
 from .joiner import JoinedChunk
 from .schema import EnvTransition, MalformedPartError, RewardConfig, TrajectoryKey
-from .tree import tree_cat, tree_map, tree_slice, tree_stack
+from .tree import tree_cat, tree_map, tree_stack
 
 RLT_KEYS = ('z_rl', 'proprio', 'ref_chunk')
 
@@ -294,4 +294,4 @@ def trajectory_advantages(traj: Trajectory, gamma: float, gae_lambda: float) -> 
 
 
 __all__ = ['CollectConfig', 'TrajectoryStep', 'TrajectoryAccumulator', 'Trajectory', 'compute_gae',
-           'trajectory_advantages', 'tree_slice']
+           'trajectory_advantages']

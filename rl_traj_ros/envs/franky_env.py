@@ -14,7 +14,7 @@ Reward 1 and success once the TCP stayed within ``pos_tolerance``/``rot_toleranc
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np

@@ -20,7 +20,7 @@ class PickCubeExpert:
         self.rng = np.random.default_rng(seed)
 
     def act(self, state: np.ndarray) -> np.ndarray:
-        tcp, grip, cube = state[TCP].astype(np.float64), float(state[GRIP]), state[CUBE].astype(np.float64)
+        tcp, cube = state[TCP].astype(np.float64), state[CUBE].astype(np.float64)
         a = np.zeros(7, np.float32)
         xy_err = cube[:2] - tcp[:2]
         if self._grasped(state):  # lift
