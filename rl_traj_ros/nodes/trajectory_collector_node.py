@@ -11,14 +11,14 @@ from rclpy.node import Node
 
 from .. import msg as M
 from .. import srv as S
-from ..core.collector import TrajectoryCollector, TrajectoryPlan
+from ..core.collector import TrajectoryCollector
 from ..core.joiner import DuplicateChunkError
 from ..core.schema import MalformedPartError
-from ..core.trajectory import CollectConfig, Trajectory
-from ..core.schema import RewardConfig
+from ..core.trajectory import Trajectory
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
 from ..ros.reliability import Outbox
+from ..rollout.workers import make_plan
 from .common import declare, diagnostics_publisher, run_node, topic, wait_acked
 
 
@@ -62,18 +62,7 @@ class TrajectoryCollectorNode(Node):
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters (joined, pending, rejected, flushed)'),
             'resend_after_s': (30.0, 'resend a trajectory the writer has not acknowledged after this long'),
         })
-        ranks = list(p['env_ranks'])
-        if not ranks:
-            raise ValueError('env_ranks must name at least one source')
-        self.plan = TrajectoryPlan(
-            mode=p['mode'], num_epochs=p['num_epochs'], chunks_per_epoch=p['chunks_per_epoch'],
-            sources=[(r, 0) for r in ranks], envs_per_source=p['num_envs'],
-            collect=CollectConfig(RewardConfig(auto_reset=p['auto_reset'], gamma=p['gamma']),
-                                  collect_transitions=p['collect_transitions']),
-            num_shards=p['num_shards'], num_actors=p['num_actors'], micro_batch_size=p['micro_batch_size'],
-            shuffle_micro_batches=p['shuffle_micro_batches'], normalize_advantages=p['normalize_advantages'],
-            gamma=p['gamma'], gae_lambda=p['gae_lambda'], seed=p['seed'], only_success=p['only_success'],
-            success_reward=p['success_reward'])
+        self.plan = make_plan(p)
         self.collector = TrajectoryCollector(self.plan)
         self.p = p
         self.counters = {'published': 0, 'rejected': 0, 'duplicates': 0, 'expired': 0, 'decode_errors': 0}

@@ -72,7 +72,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     from ..envs.sim_franka import SimFrankaVecEnv
     from ..rollout.workers import EnvWorker
     pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
-    from ..rollout.workers import make_policy_worker
+    from ..rollout.workers import make_plan, make_policy_worker
     policy = make_policy_worker(params['policy_node'])
     plan = make_plan(pc)
     collector = TrajectoryCollector(plan)
@@ -116,19 +116,6 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     return {'wall_s': wall, 'data_path_s': t_data, 'env_s': sum(s.env_time_s for s in stats),
             'chunks': sum(s.chunks for s in stats), 'episodes': sum(s.episodes for s in stats),
             'successes': sum(s.successes for s in stats), 'replay_buffer': buf_dir}
-
-
-def make_plan(pc: dict):
-    from ..core.collector import TrajectoryPlan
-    from ..core.schema import RewardConfig
-    from ..core.trajectory import CollectConfig
-    return TrajectoryPlan(mode=pc['mode'], num_epochs=pc['num_epochs'], chunks_per_epoch=pc['chunks_per_epoch'],
-                          sources=[(r, 0) for r in pc['env_ranks']], envs_per_source=pc['num_envs'],
-                          collect=CollectConfig(RewardConfig(auto_reset=pc.get('auto_reset', True),
-                                                             gamma=pc.get('gamma', 0.99)),
-                                                collect_transitions=pc.get('collect_transitions', False)),
-                          num_shards=pc.get('num_shards', 1), gamma=pc.get('gamma', 0.99),
-                          gae_lambda=pc.get('gae_lambda', 0.95))
 
 
 def rollout_config(pe: dict, rank: int):

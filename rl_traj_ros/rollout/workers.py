@@ -15,8 +15,10 @@ from typing import Callable, Generator, Optional
 import numpy as np
 import torch
 
-from ..core.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart,
+from ..core.collector import TrajectoryPlan
+from ..core.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart, RewardConfig,
                            TrajectoryKey, TrajectorySource)
+from ..core.trajectory import CollectConfig
 from ..policies.actor_critic import ActorCritic
 from ..policies.scripted import PickCubeExpert
 
@@ -207,6 +209,25 @@ def make_policy_worker(pp: dict) -> PolicyWorker:
         expert = 'zero'
     return PolicyWorker(model.to(device).eval(), expert, pp['seed'], pp.get('collect_transitions', False),
                         pp.get('model_version', 0))
+
+
+def make_plan(pc: dict) -> TrajectoryPlan:
+    """The collector node's TrajectoryPlan from its parameters (the node and the in-process run
+    share it, so both build the same outputs from the same YAML)."""
+    ranks = list(pc['env_ranks'])
+    if not ranks:
+        raise ValueError('env_ranks must name at least one source')
+    gamma = pc.get('gamma', 0.99)
+    return TrajectoryPlan(
+        mode=pc['mode'], num_epochs=pc['num_epochs'], chunks_per_epoch=pc['chunks_per_epoch'],
+        sources=[(r, 0) for r in ranks], envs_per_source=pc['num_envs'],
+        collect=CollectConfig(RewardConfig(auto_reset=pc.get('auto_reset', True), gamma=gamma),
+                              collect_transitions=pc.get('collect_transitions', False)),
+        num_shards=pc.get('num_shards', 1), num_actors=pc.get('num_actors', 1),
+        micro_batch_size=pc.get('micro_batch_size', 0), shuffle_micro_batches=pc.get('shuffle_micro_batches', False),
+        normalize_advantages=pc.get('normalize_advantages', False), gamma=gamma,
+        gae_lambda=pc.get('gae_lambda', 0.95), seed=pc.get('seed', 0), only_success=pc.get('only_success', False),
+        success_reward=pc.get('success_reward', 0.5))
 
 
 def drive(worker: EnvWorker, answer: Callable[[PolicyInput], Optional[torch.Tensor]]) -> None:
