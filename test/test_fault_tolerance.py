@@ -39,12 +39,12 @@ def test_collector_and_writer_killed_and_restarted(tmp_path):
     mid_run = []
 
     def chaos(ctl):
-        time.sleep(6)
+        ctl.wait_log('env_0', '] chunks=30 ')  # faults keyed to progress: start-up time varies with load
         mid_run.append(ctl.procs_['env_0'].poll() is None)
         ctl.kill('collector')          # SIGKILL mid-run: joined but unflushed chunks are gone
         time.sleep(1)
         ctl.restart('collector')       # the policy node resends every unacknowledged part
-        time.sleep(5)
+        ctl.wait_log('env_0', '] chunks=100 ')
         mid_run.append(ctl.procs_['env_0'].poll() is None)
         ctl.kill('writer')             # SIGKILL: received but not yet stored trajectories are gone
         time.sleep(1)
@@ -65,7 +65,7 @@ def test_sigint_mid_run_flushes_and_sigkill_leaves_loadable_outputs(tmp_path):
     import pyarrow.parquet as pq
 
     def chaos(ctl):
-        time.sleep(8)
+        ctl.wait_log('env_0', '] chunks=150 ')  # several episodes recorded, a finalize checkpoint done
         ctl.kill('env_0', signal.SIGKILL)  # mid-run, mid-episode, maybe mid-write
 
     p = params(tmp_path, steps=50, collect_episodes=True, export_format='lerobot', finalize_interval=2)
@@ -101,7 +101,8 @@ def test_disk_full_pauses_intake_and_resumes_without_loss(tmp_path, small_disk):
     state = {}
 
     def chaos(ctl):
-        time.sleep(8)
+        state['stalled'] = ctl.wait_log('writer', 'No space left on device')
+        time.sleep(2)  # intake stays paused while the disk is full
         state['writer_alive'] = ctl.procs_['writer'].poll() is None
         filler.unlink()  # space returns
 
@@ -111,7 +112,7 @@ def test_disk_full_pauses_intake_and_resumes_without_loss(tmp_path, small_disk):
     r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos)
     log = ''.join(r['logs']['writer'])
     assert 'No space left on device' in log and 'resuming intake' in log  # clear error, then recovery
-    assert state['writer_alive'] and r['exit_codes']['writer'] == 0  # the node stayed up
+    assert state['stalled'] and state['writer_alive'] and r['exit_codes']['writer'] == 0  # the node stayed up
     out = tmp_path / 'audit'
     (out / 'replay_buffer').mkdir(parents=True)
     import shutil
@@ -127,7 +128,7 @@ def test_slow_writer_backpressure_keeps_memory_bounded(tmp_path):
     samples = {'policy': [], 'collector': []}
 
     def chaos(ctl):
-        time.sleep(5)  # past start-up (imports), into steady collection
+        ctl.wait_log('env_0', '] chunks=10 ')  # past start-up (imports), into steady collection
         for _ in range(30):
             for name in samples:
                 try:

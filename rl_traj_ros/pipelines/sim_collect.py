@@ -145,7 +145,8 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             wrap: Optional[dict[str, list[str]]] = None,
             extra_nodes: Optional[dict[str, tuple[str, list[str]]]] = None) -> dict:
     """``chaos(ctl)`` runs in a thread while the env nodes work: ``ctl.kill(name, sig)`` and
-    ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults.
+    ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults;
+    ``ctl.wait_log(name, text)`` waits until a node has logged ``text``.
     ``wrap[name]`` prefixes a node's command (e.g. ``['ip', 'netns', 'exec', 'hostA']``)."""
     import rclpy
     work = Path(workdir)
@@ -187,6 +188,17 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         if chaos is not None:
             class Ctl:
                 procs_ = procs
+                logs_ = logs
+
+                @staticmethod
+                def wait_log(name: str, text: str, timeout_s: float = 120.0) -> bool:
+                    """Faults keyed to what a node did, not to wall time (start-up time varies with load)."""
+                    deadline = time.monotonic() + timeout_s
+                    while time.monotonic() < deadline:
+                        if any(text in line for line in list(logs[name])):
+                            return True
+                        time.sleep(0.1)
+                    return False
 
                 @staticmethod
                 def kill(name: str, sig: int = signal.SIGKILL) -> None:
