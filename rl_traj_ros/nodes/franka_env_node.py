@@ -93,6 +93,8 @@ class FrankaEnvNode(Node):
         self._last_cam = 0.0
         self._stop = threading.Event()
         self._t_first: Optional[float] = None  # first request sent (after discovery)
+        self._t_last: Optional[float] = None  # loop left (before the shutdown flush and env.close())
+        self._wait_s = 0.0  # time blocked on the policy's reply: the round trip as the env sees it
         self.finished = False
         self.exit_code = 0
         self._thread = threading.Thread(target=self._loop, name='env-loop', daemon=True)
@@ -165,6 +167,7 @@ class FrankaEnvNode(Node):
                     time.sleep(0.05)  # wait for the policy node to be discovered
                 if self._t_first is None:
                     self._t_first = time.monotonic()
+                t_sent = time.monotonic()
                 self.pub_req.publish(msg)
                 deadline = time.monotonic() + self.p['reply_timeout_s']
                 resend_at = time.monotonic() + self.p['request_resend_s']
@@ -177,19 +180,22 @@ class FrankaEnvNode(Node):
                     if time.monotonic() > deadline:
                         raise TimeoutError(f'no action chunk for {req.sources[0].key.as_tuple()} within '
                                            f"{self.p['reply_timeout_s']} s")
+                self._wait_s += time.monotonic() - t_sent
                 req = gen.send(self._actions)
                 self._progress()
         except Exception as e:  # noqa: BLE001
             self.get_logger().error(f'rollout loop failed: {e!r}')
             self.exit_code = 1
         finally:
+            self._t_last = time.monotonic()
             wait_acked(self, (self.pub_req,))
             if self.env is not None:
                 self.env.close()  # in this thread (EGL); CollectEpisode flushes and finalizes here
             s = self.worker.stats if self.worker is not None else EnvStats()
             print(f"[env {self.cfg.env_rank}] done: steps={s.chunks // (self.cfg.num_epochs * self.cfg.chunks_per_epoch)} "
                   f'chunks={s.chunks} episodes={s.episodes} successes={s.successes} env_s={s.env_time_s:.3f} '
-                  f'loop_s={time.monotonic() - (self._t_first or time.monotonic()):.3f}', flush=True)
+                  f'loop_s={self._t_last - (self._t_first or self._t_last):.3f} wait_s={self._wait_s:.3f}',
+                  flush=True)
             self.finished = True
 
     def _progress(self) -> None:

@@ -108,12 +108,13 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
                 reqs[i] = gens[i].send(chunk.actions if chunk is not None else None)
             except StopIteration:
                 live.remove(i)
+    loop = time.perf_counter() - t0  # like the env node's loop_s: without the final flush and close
     buffer.close()
     for e in envs:
         e.close()
     wall = time.perf_counter() - t0
     stats = [w.stats for w in workers]
-    return {'wall_s': wall, 'data_path_s': t_data, 'env_s': sum(s.env_time_s for s in stats),
+    return {'wall_s': wall, 'loop_s': loop, 'data_path_s': t_data, 'env_s': sum(s.env_time_s for s in stats),
             'chunks': sum(s.chunks for s in stats), 'episodes': sum(s.episodes for s in stats),
             'successes': sum(s.successes for s in stats), 'replay_buffer': buf_dir}
 
@@ -236,7 +237,7 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         node.destroy_node()
         rclpy.try_shutdown()
     done_lines = [l for n in env_names for l in logs[n] if '] done:' in l]
-    totals = {'chunks': 0, 'episodes': 0, 'successes': 0, 'env_s': 0.0, 'loop_s': 0.0}
+    totals = {'chunks': 0, 'episodes': 0, 'successes': 0, 'env_s': 0.0, 'loop_s': 0.0, 'wait_s': 0.0}
     for line in done_lines:
         for k in totals:
             totals[k] += type(totals[k])(line.split(f'{k}=')[1].split()[0])
