@@ -131,8 +131,9 @@ def main() -> None:
         shutil.rmtree(d)
         r = rss
         print(f"producer adding {r['n']} trajectories ({r['n'] * one / 1e3:.1f} GB) with cache 5: peak RSS "
-              f"{r['peak_mb']:.0f} MB (after start-up {r['start_mb']:.0f} MB; 5 cached + 4 queued + 1 in flight "
-              f"= {10 * one:.0f} MB of trajectories), {r['traj_per_s']:.1f} trajectories/s")
+              f"{r['peak_mb']:.0f} MB (after start-up {r['start_mb']:.0f} MB, growth {r['peak_mb'] - r['start_mb']:.0f} MB "
+              f"= {(r['peak_mb'] - r['start_mb']) / one:.1f} trajectories; expected 7: 5 cached, which the 4 queued "
+              f"share, + 1 copy being written + the producer's own), {r['traj_per_s']:.1f} trajectories/s")
     finally:
         if not args.dir:
             shutil.rmtree(scratch, ignore_errors=True)

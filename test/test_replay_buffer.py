@@ -167,6 +167,54 @@ def test_cache_eviction_order_and_one_read_per_call(tmp_path, monkeypatch):
     buf.close()  # twice is safe
 
 
+def _row_matches(out, i=None):
+    """Every sampled row carries its own trajectory's data (gid encodes trajectory, t, b)."""
+    for n in range(len(out['gid'])):
+        g = int(out['gid'][n])
+        src = traj(g // 10000)
+        assert torch.equal(out['actions'][n], src['actions'][g // 100 % 100, g % 100])
+        assert torch.equal(out['obs/image'][n], src['obs/image'][g // 100 % 100, g % 100])
+
+
+@pytest.mark.parametrize('fmt', ['pt', 'pkl'])
+def test_queued_writes_share_the_cache_copy_and_survive_eviction(tmp_path, monkeypatch, fmt):
+    """One copy per trajectory: the writer queue holds cache views; a slot evicted while its
+    trajectory still waits for the disk is copied out first, so files and samples stay exact."""
+    gate = threading.Event()
+    orig = rb.save_trajectory
+    monkeypatch.setattr(rb, 'save_trajectory', lambda *a: (gate.wait(10), orig(*a)))
+    buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=0, auto_save=True, auto_save_path=str(tmp_path),
+                                 max_pending_writes=8, trajectory_format=fmt, max_open_files=0)
+    inputs = [traj(i) for i in range(6)]
+    buf.add_trajectories(inputs)
+    for t in inputs:  # the caller reuses its tensors: the buffer must not alias them
+        for v in t.values():
+            v.zero_()
+    assert buf._cache.ids() == [4, 5] and len(buf._pending) == 6  # 0..3 were evicted while queued
+    _row_matches(buf.sample(200))  # pending + cached rows, nothing written yet
+    gate.set()
+    buf.close()
+    one = sum(v.numel() * v.element_size() for v in flatten_trajectory(traj(0))[0].values())
+    for i in range(6):
+        f = tmp_path / rb.trajectory_filename(i, fmt)
+        assert f.stat().st_size < 2 * one + 4096  # one trajectory, not the cache arena
+        data = rb.load_trajectory(f, fmt)
+        flat = flatten_trajectory(traj(i))[0]
+        assert all(torch.equal(data[k], flat[k]) for k in flat)
+
+
+def test_in_memory_buffer_keeps_exact_copies_past_the_cache(tmp_path):
+    buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=4)  # no auto_save: the window stays in memory
+    buf.add_trajectories([traj(i) for i in range(7)])
+    assert buf.trajectory_ids == [3, 4, 5, 6] and buf._cache.ids() == [5, 6]
+    out = buf.sample(300)
+    assert set((out['gid'] // 10000).tolist()) == {3, 4, 5, 6}
+    _row_matches(out)
+    buf.save_checkpoint(str(tmp_path / 'ckpt'))
+    sizes = {f.stat().st_size for f in (tmp_path / 'ckpt').glob('trajectory_*.pt')}
+    assert len(sizes) == 1  # cached (arena views) and evicted trajectories save alike: no arena inside
+
+
 def test_concurrent_add_and_sample(tmp_path):
     buf = TrajectoryReplayBuffer(sample_window_size=10, auto_save=True, auto_save_path=str(tmp_path), cache_size=3)
     buf.add_trajectories([traj(0)])

@@ -25,8 +25,8 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 import torch
 
 from .background import BackgroundWriter, QueueFull
-from .storage import (FORMATS, BufferFileError, atomic_write_json, load_trajectory, read_json, save_trajectory,
-                      trajectory_filename)
+from .storage import (FORMATS, BufferFileError, atomic_write_json, load_trajectory, plain_copy, read_json,
+                      save_trajectory, trajectory_filename)
 from .trajectory import Trajectory
 
 INDEX_FILE = 'trajectory_index.json'
@@ -90,8 +90,8 @@ def flatten_trajectory(traj: TrajectoryLike) -> tuple[dict[str, torch.Tensor], l
         elif list(v.shape[:2]) != t_b:
             raise ValueError(f'trajectory field {k!r} has leading shape {list(v.shape[:2])}, expected {t_b}')
     t, b = t_b
-    # a copy: the buffer must never alias tensors the caller may reuse
-    flat = {k: v.detach().to('cpu').reshape(t * b, *v.shape[2:]).clone() for k, v in fields.items()}
+    # views where possible: the buffer copies them once, into the cache arena or a clone of its own
+    flat = {k: v.detach().to('cpu').reshape(t * b, *v.shape[2:]) for k, v in fields.items()}
     return flat, t_b, _max_episode_length(fields.get('dones'), t)
 
 
@@ -154,9 +154,14 @@ class TrajectoryCache:
         return (set(data) == set(self._arena) and
                 all(v.dtype == self._arena[k].dtype and v.shape[1:] == self._arena[k].shape[1:] for k, v in data.items()))
 
-    def put(self, tid: int, data: dict) -> None:
+    def put(self, tid: int, data: dict,
+            on_evict: Optional[Callable[[int, dict], None]] = None) -> Optional[dict[str, torch.Tensor]]:
+        """Copy ``data`` into a slot; returns the slot's views (None without capacity).
+
+        ``on_evict(tid, views)`` runs before an evicted slot is overwritten, so an owner still
+        holding those views (a trajectory queued for the disk) can take a copy first."""
         if self.capacity <= 0:
-            return
+            return None
         rows = next(iter(data.values())).shape[0]
         if not self._arena or not self._schema_matches(data):
             self.clear()  # new field layout: start a fresh arena
@@ -165,13 +170,17 @@ class TrajectoryCache:
         elif rows > self._cap:
             self._grow(rows)
         if not self._free:
-            _, (slot, _) = self._slots.popitem(last=False)  # evict the oldest
+            old_tid = next(iter(self._slots))  # evict the oldest
+            if on_evict is not None:
+                on_evict(old_tid, self.get(old_tid))
+            _, (slot, _) = self._slots.popitem(last=False)
             self._free.append(slot)
         slot = self._free.pop()
         base = slot * self._cap
         for k, v in data.items():
             self._arena[k][base:base + rows].copy_(v)
         self._slots[tid] = (slot, rows)
+        return self.get(tid)
 
     def _grow(self, rows: int) -> None:
         old, old_cap = self._arena, self._cap
@@ -221,12 +230,15 @@ class TrajectoryReplayBuffer:
     ``auto_save`` nothing goes to disk and only the window is kept in memory.
     ``max_pending_writes``: trajectories queued for the writer before ``add`` blocks.
     ``max_open_files``: memory-mapped trajectory files kept open between ``sample`` calls.
+    ``on_durable(id)`` runs on the writer thread once a trajectory's file and index are on disk
+    (what a node acknowledges); ``before_write(id)`` runs before each write (throttling, tests).
     """
 
     def __init__(self, seed: int = 1234, enable_cache: bool = True, cache_size: int = 5,
                  sample_window_size: int = 100, auto_save: bool = False, auto_save_path: Optional[str] = None,
                  trajectory_format: str = 'pt', max_pending_writes: int = 4, max_open_files: int = 256,
-                 on_durable: Optional[Callable[[int], None]] = None):
+                 on_durable: Optional[Callable[[int], None]] = None,
+                 before_write: Optional[Callable[[int], None]] = None):
         if trajectory_format not in FORMATS:
             raise ValueError(f'trajectory_format must be one of {FORMATS}, got {trajectory_format!r}')
         if sample_window_size < 0 or cache_size < 0:
@@ -242,11 +254,13 @@ class TrajectoryReplayBuffer:
         self.trajectory_format = trajectory_format
         self.max_open_files = max_open_files
         self.on_durable = on_durable
+        self.before_write = before_write
         self._lock = threading.RLock()
         self._generator = torch.Generator().manual_seed(seed)
         self._entries: list[TrajectoryEntry] = []          # insertion order
         self._memory: dict[int, dict] = {}                   # no auto_save: the kept trajectories
         self._pending: dict[int, dict] = {}                  # queued for the writer, not yet durable
+        self._in_arena: set[int] = set()                     # ids whose _pending/_memory data are cache views
         self._cache = TrajectoryCache(cache_size if enable_cache else 0)
         self._open: OrderedDict[int, dict] = OrderedDict()   # mmap handles (LRU)
         self._counter = 0
@@ -257,7 +271,7 @@ class TrajectoryReplayBuffer:
             self.auto_save_path.mkdir(parents=True, exist_ok=True)
             self._adopt_existing(self.auto_save_path)
             # one writer thread; disk errors (full, I/O) are retried, so nothing queued is lost
-            self._writer = BackgroundWriter(lambda item: self._write_one(*item), max_pending_writes,
+            self._writer = BackgroundWriter(self._write_one, max_pending_writes,
                                             'replay-buffer-writer', retry_os_errors=True)
 
     # -- size ----------------------------------------------------------------------------------
@@ -299,14 +313,21 @@ class TrajectoryReplayBuffer:
                                         self.auto_save_path if self.auto_save else None, keys)
                 self._entries.append(entry)
                 self._total_samples += entry.num_samples
-                self._cache.put(tid, flat)
+                # ONE copy of the caller's tensors: into the cache arena, whose views the writer
+                # queue / in-memory store then share (detached on eviction), or else a clone
+                views = self._cache.put(tid, flat, self._detach)
+                if views is not None:
+                    flat = views
+                    self._in_arena.add(tid)
+                else:
+                    flat = {k: v.clone() for k, v in flat.items()}
                 if self.auto_save:
                     self._pending[tid] = flat
                 else:
                     self._memory[tid] = flat
                     self._trim_memory()
             if self._writer is not None:
-                self._writer.submit((tid, flat))
+                self._writer.submit(tid)
             ids.append(tid)
         return ids
 
@@ -318,7 +339,22 @@ class TrajectoryReplayBuffer:
                 self._total_samples -= e.num_samples
             self._entries = self._entries[-self.sample_window_size:]
 
-    def _write_one(self, tid: int, flat: dict) -> None:
+    def _detach(self, tid: int, views: dict) -> None:
+        """The cache is about to reuse ``tid``'s slot: data still owned elsewhere gets a copy."""
+        if tid in self._in_arena:
+            self._in_arena.discard(tid)
+            for owned in (self._pending, self._memory):
+                if tid in owned:
+                    owned[tid] = {k: v.clone() for k, v in views.items()}
+
+    def _write_one(self, tid: int) -> None:
+        if self.before_write is not None:
+            self.before_write(tid)
+        with self._lock:  # a private copy: the slot may be reused while the file is written
+            flat = self._pending[tid]
+            if tid in self._in_arena:
+                self._in_arena.discard(tid)
+                flat = self._pending[tid] = {k: plain_copy(v) for k, v in flat.items()}
         save_trajectory(self.auto_save_path / trajectory_filename(tid, self.trajectory_format), flat,
                         self.trajectory_format)
         with self._lock:
@@ -447,6 +483,7 @@ class TrajectoryReplayBuffer:
             self._cache.clear()
             self._open.clear()
             self._memory.clear()
+            self._in_arena.clear()
             if not self.auto_save:
                 for e in entries:
                     self._memory[e.trajectory_id] = {k: v.clone() for k, v in load_trajectory(

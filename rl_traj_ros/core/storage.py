@@ -74,8 +74,31 @@ def trajectory_filename(trajectory_id: int, fmt: str) -> str:
     return f'trajectory_{trajectory_id:08d}.{fmt}'
 
 
+def plain_copy(v: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy that never uses torch's intra-op thread pool.
+
+    For the writer threads: a parallel torch op there starts a second OpenMP team, and on a
+    2-core machine the two teams then slow every later parallel op of the training thread
+    (measured: sample(256) from disk 3.2k vs 8.6k samples/s after clones on the writer thread).
+    numpy's copy is a plain single-threaded memcpy."""
+    try:
+        if v.dtype == torch.bfloat16:
+            return torch.from_numpy(v.view(torch.int16).numpy().copy()).view(torch.bfloat16)
+        return torch.from_numpy(v.numpy().copy())
+    except (TypeError, RuntimeError):  # dtypes numpy lacks (float8, ...)
+        return v.clone()
+
+
+def _own_storage(v: torch.Tensor) -> torch.Tensor:
+    """torch.save writes a view's WHOLE storage (a cache arena slice would drag the arena along)."""
+    exact = v.storage_offset() == 0 and v.is_contiguous() and \
+        v.untyped_storage().nbytes() == v.numel() * v.element_size()
+    return v if exact else plain_copy(v)
+
+
 def save_trajectory(path: Path, data: dict[str, torch.Tensor], fmt: str) -> None:
     if fmt == 'pt':
+        data = {k: _own_storage(v) for k, v in data.items()}
         atomic_write(path, lambda f: torch.save(data, f))
     elif fmt == 'pkl':
         arrays = {k: (v.view(torch.int16).numpy(), 'bfloat16') if v.dtype == torch.bfloat16 else (v.numpy(), None)

@@ -37,10 +37,8 @@ class ReplayBufferWriterNode(Node):
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
                                              sample_window_size=p['sample_window_size'], auto_save=True,
                                              auto_save_path=p['output_dir'], trajectory_format=p['trajectory_format'],
-                                             max_pending_writes=p['max_pending_writes'], on_durable=self._on_durable)
-        if p['throttle_writes_s'] > 0:
-            write, delay = self.buffer._writer._handle, p['throttle_writes_s']
-            self.buffer._writer._handle = lambda item: (time.sleep(delay), write(item))
+                                             max_pending_writes=p['max_pending_writes'], on_durable=self._on_durable,
+                                             before_write=self._throttle if p['throttle_writes_s'] > 0 else None)
         # exactly once: keys already stored (persisted in the index) are never stored again
         self.stored_keys = self.buffer.stored_keys()
         self._keys_of: dict[int, list] = {}
@@ -103,6 +101,9 @@ class ReplayBufferWriterNode(Node):
         elif err is None and self._sub is None:
             self.get_logger().info('writes succeed again: resuming intake')
             self._subscribe()
+
+    def _throttle(self, tid: int) -> None:
+        time.sleep(self.p['throttle_writes_s'])
 
     def _on_durable(self, tid: int) -> None:  # writer thread
         with self._lock:
