@@ -59,8 +59,10 @@ def test_franky_env_motions_state_gripper_and_limits(franky_sim):
             if done:
                 break
         assert done and r == 1.0 and info['succeed'] and info['pos_error'] < 0.02
-        time.sleep(1.0)
-        assert env._obs()['states'][20] < 0.03  # the gripper closed (binary command >= 0.5)
+        deadline = time.monotonic() + 10  # the gripper closes (binary command >= 0.5), however loaded the machine
+        while env._obs()['states'][20] >= 0.03 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert env._obs()['states'][20] < 0.03
         with pytest.raises(ValueError, match='6 dims, expected 7'):
             env.step(np.zeros(6))
     finally:
