@@ -297,6 +297,35 @@ while True:
 '''
 
 
+@pytest.mark.parametrize('failing', ['save_trajectory', 'atomic_write_json'])
+def test_disk_errors_are_retried_at_the_file_and_at_the_index(tmp_path, monkeypatch, failing):
+    """ENOSPC on the trajectory file or on the index after it: retried until it succeeds,
+    every trajectory ends up durable, acknowledged once, and equal to what was added."""
+    import errno
+    calls = {'n': 0}
+    orig = getattr(rb, failing)
+
+    def flaky(*a, **k):
+        calls['n'] += 1
+        if calls['n'] in (2, 3):  # the second trajectory's write fails twice
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        return orig(*a, **k)
+    monkeypatch.setattr(rb, failing, flaky)
+    durable = []
+    buf = TrajectoryReplayBuffer(cache_size=1, sample_window_size=0, auto_save=True, auto_save_path=str(tmp_path),
+                                 on_durable=durable.append)
+    buf._writer.retry_s = 0.05
+    buf.add_trajectories([traj(i) for i in range(3)])
+    buf.close()
+    assert calls['n'] >= 5 and durable == [0, 1, 2]
+    loaded = TrajectoryReplayBuffer(sample_window_size=0)
+    loaded.load_checkpoint(str(tmp_path))
+    assert loaded.trajectory_ids == [0, 1, 2]
+    for i in range(3):
+        data = rb.load_trajectory(tmp_path / rb.trajectory_filename(i, 'pt'), 'pt')
+        assert all(torch.equal(data[k], v) for k, v in flatten_trajectory(traj(i))[0].items())
+
+
 def test_sigkill_mid_write_leaves_a_loadable_buffer(tmp_path):
     d = tmp_path / 'buf'
     p = subprocess.Popen([sys.executable, '-c', WRITER, str(d)], stdout=subprocess.PIPE, text=True,

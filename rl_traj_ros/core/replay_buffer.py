@@ -348,15 +348,18 @@ class TrajectoryReplayBuffer:
                     owned[tid] = {k: v.clone() for k, v in views.items()}
 
     def _write_one(self, tid: int) -> None:
+        """File, then index. Re-run as a whole when a disk error is retried: a file already
+        written (the index write failed) is not written again."""
         if self.before_write is not None:
             self.before_write(tid)
         with self._lock:  # a private copy: the slot may be reused while the file is written
-            flat = self._pending[tid]
-            if tid in self._in_arena:
+            flat = self._pending.get(tid)
+            if flat is not None and tid in self._in_arena:
                 self._in_arena.discard(tid)
                 flat = self._pending[tid] = {k: plain_copy(v) for k, v in flat.items()}
-        save_trajectory(self.auto_save_path / trajectory_filename(tid, self.trajectory_format), flat,
-                        self.trajectory_format)
+        if flat is not None:
+            save_trajectory(self.auto_save_path / trajectory_filename(tid, self.trajectory_format), flat,
+                            self.trajectory_format)
         with self._lock:
             self._pending.pop(tid, None)
             durable = [e for e in self._entries if e.trajectory_id not in self._pending]
