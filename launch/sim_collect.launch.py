@@ -19,13 +19,17 @@ ARGS = {
     'num_env_nodes': ('1', 'env nodes (env_rank 0..N-1), each in namespace env_<rank>'),
     'num_envs': ('2', 'parallel envs per env node'),
     'episodes': ('10', 'successful episodes to collect in total'),
-    'output_dir': ('outputs/sim_collect', 'replay buffer and collected datasets go here'),
+    'output_dir': ('', 'replay buffer and collected datasets go here '
+                       '(default: outputs/sim_collect/<timestamp>/, new every run)'),
     'policy': ('expert', "'expert' (scripted) or 'mlp'"),
 }
 
 
 def _nodes(context):
     arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
+    if not arg['output_dir']:
+        from rl_traj_ros.pipelines.run_dir import new_run_dir
+        arg['output_dir'] = str(new_run_dir('outputs/sim_collect'))
     n_env = int(arg['num_env_nodes'])
     num_envs = int(arg['num_envs'])
     per_node = -(-int(arg['episodes']) // n_env)

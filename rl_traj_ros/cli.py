@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
     run.add_argument('--episodes', type=int, default=None, help='successful episodes to collect (total)')
     run.add_argument('--steps', type=int, default=None, help='training steps per env node')
-    run.add_argument('--output-dir', default='outputs/sim_collect')
+    run.add_argument('--output-dir', default=None,
+                     help='sim_collect: default outputs/sim_collect/<timestamp>/ (+ a "latest" link), new every run')
     run.add_argument('--policy', choices=['expert', 'mlp'], default=None)
     run.add_argument('--image-obs', dest='image_obs', action='store_true', default=None)
     run.add_argument('--no-images', dest='image_obs', action='store_false')

@@ -63,6 +63,34 @@ def test_runner_cli_in_process(tmp_path):
     assert (tmp_path / 'collected_data' / 'env_0' / 'meta' / 'info.json').exists()
 
 
+def test_every_run_gets_its_own_output_dir_and_a_taken_one_is_refused(tmp_path):
+    """Running the main job twice must work: the default output is a new timestamped directory
+    per run (+ a 'latest' link); an explicit directory that already holds a dataset is refused
+    before anything starts, with the reason."""
+    cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--in-process', '--no-images',
+           '--episodes', '1']
+    runs = []
+    for _ in range(2):
+        out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        runs.append(out.stdout.split('[sim_collect] output: ')[1].split()[0])
+    root = tmp_path / 'outputs' / 'sim_collect'
+    assert runs[0] != runs[1] and (root / 'latest').resolve() == (tmp_path / runs[1]).resolve()
+    for r in runs:
+        assert (tmp_path / r / 'collected_data' / 'env_0' / 'meta' / 'info.json').exists()
+        assert (tmp_path / r / 'replay_buffer' / 'trajectory_index.json').exists()
+    again = subprocess.run(cmd + ['--output-dir', runs[0]], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 2 and 'a LeRobot dataset already exists in' in again.stderr
+
+
+def test_new_run_dir_never_reuses_a_directory(tmp_path):
+    from rl_traj_ros.pipelines.run_dir import new_run_dir
+    dirs = [new_run_dir(tmp_path) for _ in range(3)]  # same second: suffixed
+    assert len(set(dirs)) == 3 and all(d.is_dir() for d in dirs)
+    assert (tmp_path / 'latest').resolve() == dirs[-1].resolve()
+
+
 @pytest.mark.skipif(importlib.util.find_spec('launch') is None or importlib.util.find_spec('launch_ros') is None,
                     reason='launch/launch_ros are not installed here (they are on a ROS 2 workstation)')
 def test_launch_file_describes_the_pipeline():

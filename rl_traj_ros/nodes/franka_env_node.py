@@ -141,10 +141,14 @@ class FrankaEnvNode(Node):
         else:
             raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
         if p['collect_episodes']:
-            env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
-                                 num_envs=p['num_envs'], export_format=p['export_format'], fps=p['fps'],
-                                 only_success=p['only_success'], finalize_interval=p['finalize_interval'],
-                                 lerobot_version=p['lerobot_version'])
+            try:
+                env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
+                                     num_envs=p['num_envs'], export_format=p['export_format'], fps=p['fps'],
+                                     only_success=p['only_success'], finalize_interval=p['finalize_interval'],
+                                     lerobot_version=p['lerobot_version'])
+            except Exception:
+                env.close()  # here, in its own (EGL) thread, not in a destructor after EGL is gone
+                raise
         return env
 
     def _loop(self) -> None:

@@ -10,12 +10,12 @@ The teleop node is the SpaceMouse or the GELLO one. The run stops after
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import yaml
 
 from . import sim_collect as sc
+from .run_dir import new_run_dir
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / 'config' / 'real_collect.yaml'
 
@@ -101,7 +101,7 @@ def main(args) -> int:
         cfg['num_data_episodes'] = args.episodes
     if args.hid_udp_port:
         cfg.setdefault('spacemouse', {})['hid_udp_port'] = args.hid_udp_port
-    run_dir = Path(cfg.get('log_dir', 'logs')) / time.strftime('%Y%m%d-%H%M%S')
+    run_dir = new_run_dir(cfg.get('log_dir', 'logs'))
     params, teleop = node_params(cfg, run_dir)
     r = sc.run_ros(params, 1, str(run_dir), extra_nodes=teleop, quiet=args.quiet)
     print(f"\n[real_collect] {r['episodes']} episodes, {r['successes']} successful; demos: "

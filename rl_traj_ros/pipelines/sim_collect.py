@@ -245,10 +245,23 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             'exit_codes': {n: p.returncode for n, p in procs.items()}, 'logs': logs}
 
 
+DEFAULT_OUTPUT_ROOT = 'outputs/sim_collect'
+
+
 def main(args) -> int:
+    from .run_dir import existing_datasets, new_run_dir
+    if args.output_dir:
+        out = Path(args.output_dir)
+        taken = existing_datasets(out / 'collected_data')
+        if taken:
+            print(f'[sim_collect] a LeRobot dataset already exists in {", ".join(map(str, taken))}; choose a new '
+                  f'--output-dir (or leave it out: every run gets {DEFAULT_OUTPUT_ROOT}/<timestamp>/)', file=sys.stderr)
+            return 2
+    else:
+        out = new_run_dir(DEFAULT_OUTPUT_ROOT)
     params = apply_overrides(load_params(args.config), args.num_env_nodes, args.num_envs, args.episodes,
-                             args.output_dir, args.policy, args.image_obs, args.steps)
-    out = Path(args.output_dir)
+                             str(out), args.policy, args.image_obs, args.steps)
+    print(f'[sim_collect] output: {out}', flush=True)
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))
     else:
