@@ -90,8 +90,8 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
         d = load_trajectory(demos / f'trajectory_{tid:08d}.pt', 'pt')
         assert bool(d['intervene_flags'].all())  # every executed action was the operator's
         assert float(d['rewards'].max()) >= 0.5  # successful episodes only
-    runs = sorted((tmp_path / 'logs').iterdir())
-    assert len(runs) == 2
+    runs = sorted(p for p in (tmp_path / 'logs').iterdir() if not p.is_symlink())
+    assert len(runs) == 2 and (tmp_path / 'logs' / 'latest').resolve() == runs[-1].resolve()
     for r in runs:
         info = json.loads((r / 'collected_data' / 'env_0' / 'meta' / 'info.json').read_text())
         assert info['total_episodes'] == 2 and info['codebase_version'] == 'v3.0'
