@@ -7,7 +7,6 @@ Reads config/real_collect.yaml (the spec's keys) and starts the same nodes with 
 parameters as `python -m rl_traj_ros.cli run real_collect`.
 """
 import os
-import time
 
 import yaml
 from ament_index_python.packages import get_package_share_directory
@@ -16,7 +15,8 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from rl_traj_ros.pipelines.real_collect import load_config, node_params
+from rl_traj_ros.pipelines.real_collect import check_config, node_params
+from rl_traj_ros.pipelines.run_dir import new_run_dir
 
 ARGS = {
     'config': (os.path.join(get_package_share_directory('rl_traj_ros'), 'config', 'real_collect.yaml'),
@@ -41,12 +41,8 @@ def _nodes(context):
             cfg[key] = arg[key]
     if arg['num_data_episodes']:
         cfg['num_data_episodes'] = int(arg['num_data_episodes'])
-    tmp = os.path.join('/tmp', f'rl_traj_ros_real_collect_{os.getpid()}.yaml')
-    with open(tmp, 'w') as f:
-        yaml.safe_dump(cfg, f)
-    cfg = load_config(tmp)
-    run_dir = os.path.join(cfg.get('log_dir', 'logs'), time.strftime('%Y%m%d-%H%M%S'))
-    params, teleop = node_params(cfg, __import__('pathlib').Path(run_dir))
+    check_config(cfg)
+    params, teleop = node_params(cfg, new_run_dir(cfg.get('log_dir', 'logs')))
     nodes = [Node(package='rl_traj_ros', executable=name, name=name, namespace=ns, parameters=[params[name]],
                   output='screen') for name, ns in EXECUTABLES.items()]
     for name, (module, ros_args) in teleop.items():

@@ -21,7 +21,11 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / 'config' / 'real_collect.
 
 
 def load_config(path: str | Path) -> dict:
-    cfg = yaml.safe_load(Path(path).read_text()) or {}
+    return check_config(yaml.safe_load(Path(path).read_text()) or {})
+
+
+def check_config(cfg: dict) -> dict:
+    """Rejects what cannot run; also for a config changed after loading (launch arguments)."""
     if cfg.get('use_spacemouse') and cfg.get('use_gello'):
         raise ValueError('use_spacemouse and use_gello are mutually exclusive')
     if not cfg.get('use_spacemouse') and not cfg.get('use_gello'):
