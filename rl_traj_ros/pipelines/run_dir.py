@@ -36,4 +36,5 @@ def new_run_dir(root: str | Path) -> Path:
 
 def existing_datasets(collect_dir: str | Path) -> list[Path]:
     """LeRobot datasets already under a collection directory (one per env node)."""
-    return sorted(p.parent.parent for p in Path(collect_dir).glob('env_*/meta/info.json'))
+    from ..core.episodes.lerobot_writer import holds_dataset  # here: launch files import this module, keep it light
+    return sorted(d for d in Path(collect_dir).glob('env_*') if holds_dataset(d))

@@ -64,6 +64,11 @@ def png_bytes(frame: np.ndarray, compress_level: int = 1) -> bytes:
     return buf.getvalue()
 
 
+def holds_dataset(root: str | Path) -> bool:
+    """A LeRobot dataset is there: its meta/info.json exists from the first finalize checkpoint on."""
+    return (Path(root) / 'meta' / 'info.json').exists()
+
+
 class LeRobotWriter:
     """Writes EpisodeRecords as a LeRobot dataset under ``root``.
 
@@ -76,7 +81,7 @@ class LeRobotWriter:
         if version not in ('v3.0', 'v2.1'):
             raise ValueError(f"version must be 'v3.0' or 'v2.1', got {version!r}")
         self.root = Path(root)
-        if (self.root / 'meta' / 'info.json').exists():
+        if holds_dataset(self.root):
             raise FileExistsError(f'{self.root} already holds a LeRobot dataset; choose a new directory')
         self.fps, self.robot_type, self.version = int(fps), robot_type, version
         self.compress_level = compress_level
