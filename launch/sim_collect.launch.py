@@ -29,7 +29,8 @@ def _nodes(context):
     arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
     if not arg['output_dir']:
         from rl_traj_ros.pipelines.run_dir import new_run_dir
-        arg['output_dir'] = str(new_run_dir('outputs/sim_collect'))
+        from rl_traj_ros.pipelines.sim_collect import DEFAULT_OUTPUT_ROOT
+        arg['output_dir'] = str(new_run_dir(DEFAULT_OUTPUT_ROOT))
     n_env = int(arg['num_env_nodes'])
     num_envs = int(arg['num_envs'])
     per_node = -(-int(arg['episodes']) // n_env)

@@ -189,7 +189,6 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         if chaos is not None:
             class Ctl:
                 procs_ = procs
-                logs_ = logs
 
                 @staticmethod
                 def wait_log(name: str, text: str, timeout_s: float = 120.0) -> bool:
