@@ -77,10 +77,10 @@ def trajectory_filename(trajectory_id: int, fmt: str) -> str:
 def plain_copy(v: torch.Tensor) -> torch.Tensor:
     """A contiguous copy that never uses torch's intra-op thread pool.
 
-    For the writer threads: a parallel torch op there starts a second OpenMP team, and on a
-    2-core machine the two teams then slow every later parallel op of the training thread
-    (measured: sample(256) from disk 3.2k vs 8.6k samples/s after clones on the writer thread).
-    numpy's copy is a plain single-threaded memcpy."""
+    For the writer threads: with ``Tensor.clone`` there, ``sample`` on the training thread
+    ran at half speed afterwards on this 2-core machine (bench/bench_writer_thread_copy.py:
+    4.4k vs 9.3k samples/s from disk), most likely because parallel ops from two threads make
+    two OpenMP teams contend for the cores. numpy's copy is a plain single-threaded memcpy."""
     try:
         if v.dtype == torch.bfloat16:
             return torch.from_numpy(v.view(torch.int16).numpy().copy()).view(torch.bfloat16)
