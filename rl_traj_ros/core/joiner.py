@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Optional, TypeVar, Union
+from typing import Callable, Generic, Iterable, Optional, TypeVar, Union
 
+from .delivery import RecentKeys
 from .schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey, TrajectorySource
 
 T = TypeVar('T')
@@ -53,10 +54,14 @@ class ChunkJoiner(Generic[T]):
     A fragment at the same offset and size as a stored one replaces it (re-delivery).
     """
 
-    def __init__(self, batch_size: Union[int, Callable[[tuple[int, int]], int]]):
+    def __init__(self, batch_size: Union[int, Callable[[tuple[int, int]], int]], retired_window: int = 4096):
         self._batch_size = batch_size if callable(batch_size) else (lambda _sid, b=int(batch_size): b)
         self._slots: dict[TrajectoryKey, _Slot] = {}
+        # completed keys whose rows are not all stored yet: a resend of these is a duplicate
         self._completed: set[TrajectoryKey] = set()
+        # completed and acknowledged upstream: remembered for a grace window only, to absorb
+        # resends already in flight when the ack went out (bounded memory over long runs)
+        self._retired = RecentKeys(retired_window)
 
     # -- intake -----------------------------------------------------------------------------
     def add(self, part: Part) -> list[TrajectoryKey]:
@@ -75,7 +80,7 @@ class ChunkJoiner(Generic[T]):
         return ready
 
     def _check_fragment(self, src: TrajectorySource, half_name: str) -> None:
-        if src.key in self._completed:
+        if self.was_completed(src.key):
             raise DuplicateChunkError(f'{half_name} part for already completed key {src.key.as_tuple()}')
         batch = self._batch_size(src.key.source_id)
         if src.end > batch:
@@ -120,7 +125,7 @@ class ChunkJoiner(Generic[T]):
 
     def complete(self, key: TrajectoryKey, build: Callable[[JoinedChunk], T]) -> T:
         """Build the output of a ready key; release its halves only if ``build`` succeeded."""
-        if key in self._completed:
+        if self.was_completed(key):
             raise DuplicateChunkError(f'key {key.as_tuple()} was already completed')
         result = build(self.peek(key))
         del self._slots[key]
@@ -142,12 +147,20 @@ class ChunkJoiner(Generic[T]):
             del self._slots[k]
         return stale
 
-    def forget_completed_before(self, step_id: int) -> None:
-        """Bound the completed-key set: keys of steps before ``step_id`` can no longer recur."""
-        self._completed = {k for k in self._completed if k.step_id >= step_id}
+    def retire(self, keys: Iterable[TrajectoryKey]) -> None:
+        """These keys are acknowledged upstream (every row stored): their producer forgets them,
+        so only resends already in flight can still arrive; keep them for a grace window only."""
+        for k in keys:
+            if k in self._completed:
+                self._completed.discard(k)
+                self._retired.add(k)
 
     def was_completed(self, key: TrajectoryKey) -> bool:
-        return key in self._completed
+        return key in self._completed or key in self._retired
+
+    def completed_keys_held(self) -> int:
+        """Completed keys kept in memory (unacknowledged + grace window)."""
+        return len(self._completed) + len(self._retired)
 
     def __len__(self) -> int:
         return len(self._slots)

@@ -13,8 +13,6 @@ crash at any moment the directory loads and holds every acknowledged trajectory.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import uuid as uuidlib
 from collections import OrderedDict
@@ -25,8 +23,9 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 import torch
 
 from .background import BackgroundWriter, QueueFull
-from .storage import (FORMATS, BufferFileError, atomic_write_json, load_trajectory, plain_copy, read_json,
-                      save_trajectory, trajectory_filename)
+from .storage import (FORMATS, BufferFileError, atomic_write_json, copy_file_durably, load_trajectory, plain_copy,
+                      read_json, save_trajectory, trajectory_filename)
+from .schema import TrajectoryKey
 from .trajectory import Trajectory
 
 INDEX_FILE = 'trajectory_index.json'
@@ -47,12 +46,15 @@ class TrajectoryEntry:
     max_episode_length: int      # longest run of chunks between dones (T if none)
     directory: Optional[Path] = None  # where its file lives; None: memory only
     keys: Optional[list[list[int]]] = None  # TrajectoryKeys it holds (collector output): audit, dedupe
+    identity: Optional[dict] = None          # its TrajectoryId (collector output): what the writer dedupes on
 
     def to_json(self) -> dict:
         d = {'uuid': self.uuid, 'trajectory_id': self.trajectory_id, 'num_samples': self.num_samples,
              'shape': self.shape, 'max_episode_length': self.max_episode_length}
         if self.keys is not None:
             d['keys'] = self.keys
+        if self.identity is not None:
+            d['identity'] = self.identity
         return d
 
     @classmethod
@@ -60,7 +62,8 @@ class TrajectoryEntry:
         try:
             return cls(str(d['uuid']), int(d['trajectory_id']), int(d['num_samples']), [int(x) for x in d['shape']],
                        int(d['max_episode_length']), directory,
-                       [list(map(int, k)) for k in d['keys']] if 'keys' in d else None)
+                       [list(map(int, k)) for k in d['keys']] if 'keys' in d else None,
+                       dict(d['identity']) if 'identity' in d else None)
         except (KeyError, TypeError, ValueError) as e:
             raise BufferFileError(f'index file {where} has a corrupt entry {d!r}: {e}') from None
 
@@ -124,6 +127,20 @@ def _max_episode_length(dones: Optional[torch.Tensor], t: int) -> int:
                 best, run = max(best, run), 0
         best = max(best, run)
     return best
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, 'rb') as fa, open(b, 'rb') as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
 
 
 def locate(idx: torch.Tensor, sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -282,9 +299,14 @@ class TrajectoryReplayBuffer:
     def total_samples(self) -> int:
         return self._total_samples
 
-    def stored_keys(self) -> set[tuple[int, ...]]:
-        """TrajectoryKeys of every indexed trajectory (what a writer deduplicates against)."""
-        return {tuple(k) for e in self._entries for k in (e.keys or [])}
+    def stored_identities(self, newest: int = 0) -> list[tuple['TrajectoryId', list[TrajectoryKey]]]:
+        """(identity, chunk keys) of the newest ``newest`` indexed trajectories that have an
+        identity (0 = all): what an ``ExactlyOnceSink`` restores on start."""
+        from .delivery import TrajectoryId
+        with self._lock:
+            entries = [e for e in (self._entries[-newest:] if newest else self._entries) if e.identity is not None]
+        return [(TrajectoryId.from_json(e.identity), [TrajectoryKey.from_tuple(k) for k in (e.keys or [])])
+                for e in entries]
 
     @property
     def trajectory_ids(self) -> list[int]:
@@ -309,8 +331,10 @@ class TrajectoryReplayBuffer:
                 tid = self._counter
                 self._counter += 1
                 keys = [list(k.as_tuple()) for k in traj.keys] if isinstance(traj, Trajectory) and traj.keys else None
+                ident = getattr(traj, 'identity', None)
                 entry = TrajectoryEntry(str(uuidlib.uuid4()), tid, shape[0] * shape[1], shape, max_len,
-                                        self.auto_save_path if self.auto_save else None, keys)
+                                        self.auto_save_path if self.auto_save else None, keys,
+                                        ident.to_json() if ident is not None else None)
                 self._entries.append(entry)
                 self._total_samples += entry.num_samples
                 # ONE copy of the caller's tensors: into the cache arena, whose views the writer
@@ -453,9 +477,7 @@ class TrajectoryReplayBuffer:
             if e.directory is not None:
                 src = e.directory / name
                 if src.resolve() != (dest / name).resolve():
-                    tmp = dest / f'.{name}.copy.tmp'
-                    shutil.copyfile(src, tmp)
-                    os.replace(tmp, dest / name)
+                    copy_file_durably(src, dest / name)
             else:
                 save_trajectory(dest / name, self._memory[e.trajectory_id], self.trajectory_format)
         self._write_index(dest, entries, counter)
@@ -478,7 +500,19 @@ class TrajectoryReplayBuffer:
             f = src / trajectory_filename(e.trajectory_id, self.trajectory_format)
             if not f.is_file():
                 raise BufferFileError(f'trajectory file {f} listed in {src / INDEX_FILE} is missing')
+        adopt = self.auto_save and src.resolve() != self.auto_save_path.resolve()
+        if adopt:  # resuming into another auto-save directory: it must stay loadable on its own
+            for e in entries:
+                dest = self.auto_save_path / trajectory_filename(e.trajectory_id, self.trajectory_format)
+                if dest.exists() and not _same_content(dest, e.directory / dest.name):
+                    raise BufferFileError(f'cannot resume {src} into {self.auto_save_path}: it already holds a '
+                                          f'different {dest.name}; resume into an empty directory')
         self.flush()
+        if adopt:
+            for e in entries:
+                name = trajectory_filename(e.trajectory_id, self.trajectory_format)
+                copy_file_durably(e.directory / name, self.auto_save_path / name)
+                e.directory = self.auto_save_path
         with self._lock:
             self._entries = entries
             self._total_samples = sum(e.num_samples for e in entries)
@@ -493,6 +527,9 @@ class TrajectoryReplayBuffer:
                         src / trajectory_filename(e.trajectory_id, self.trajectory_format), self.trajectory_format,
                         mmap=False).items()}
                     e.directory = None
+            counter = self._counter
+        if adopt:  # the index lists the adopted files only once they are all on disk
+            self._write_index(self.auto_save_path, entries, counter)
 
     # -- index files -----------------------------------------------------------------------------
     def _write_index(self, directory: Path, entries: Sequence[TrajectoryEntry], counter: int) -> None:

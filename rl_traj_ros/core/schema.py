@@ -332,6 +332,7 @@ class EnvPart:
         if values is not None:
             done.final_prev_values = values
             done.bootstrap_values = values[:, :1]
+            done.requires_inference = False  # the request is served: nobody may infer again
         return done
 
     def slice_rows(self, a: int, b: int, sources: list[TrajectorySource]) -> 'EnvPart':

@@ -1,7 +1,9 @@
 """Atomic files and the two trajectory file formats of the replay buffer.
 
-Every file is written to a temporary name in the same directory, fsynced and renamed, so a
-crash at any moment leaves either the old file or the complete new one, never a torn one.
+Every file is written to a temporary name in the same directory, fsynced, renamed, and the
+directory fsynced after the rename, so a crash at any moment (process kill or power loss)
+leaves either the old file or the complete new one, never a torn one, and a file whose write
+returned survives a power loss (the rename itself is on disk, not only in the page cache).
 
 Trust model: ``pt`` files are loaded with ``torch.load(weights_only=True)``, which
 refuses arbitrary objects, so a ``pt`` buffer from an untrusted source cannot run code.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -48,8 +51,34 @@ def stage_write(path: Path, write: Callable[[Any], None], binary: bool = True) -
     return Path(tmp)
 
 
+def fsync_dir(directory: Path) -> None:
+    """Make renames and new names in ``directory`` durable (POSIX: fsync the directory)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish_staged(staged: list[tuple[Path, Path]]) -> None:
+    """Rename staged temp files into place back to back, then fsync their directories once."""
+    for tmp, path in staged:
+        os.replace(tmp, path)
+    for d in {Path(path).parent for _, path in staged}:
+        fsync_dir(d)
+
+
 def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = True) -> None:
-    os.replace(stage_write(path, write, binary), path)
+    path = Path(path)
+    publish_staged([(stage_write(path, write, binary), path)])
+
+
+def copy_file_durably(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` atomically and durably (temp file, fsync, rename, dir fsync)."""
+    def write(f) -> None:
+        with open(src, 'rb') as s:
+            shutil.copyfileobj(s, f, 1 << 20)
+    atomic_write(dest, write)
 
 
 def json_writer(obj: Any) -> Callable[[Any], None]:

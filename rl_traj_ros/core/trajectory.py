@@ -13,6 +13,7 @@ from typing import Iterable, Optional, Sequence
 import torch
 
 from .joiner import JoinedChunk
+from .delivery import TrajectoryId
 from .schema import EnvTransition, MalformedPartError, RewardConfig, TrajectoryKey
 from .tree import tree_cat, tree_map, tree_stack
 
@@ -66,7 +67,7 @@ class TrajectoryStep:
         if tr.intervene_actions.shape[1] != c * a_dim:
             raise MalformedPartError(f'intervene_actions width {tr.intervene_actions.shape[1]} != C*A = {c * a_dim}')
         # Flagged slots executed the expert's action: that is what the learner must see.
-        flags = tr.intervene_flags.to(torch.bool).repeat_interleave(a_dim, dim=1)
+        flags = env_flags = tr.intervene_flags.to(torch.bool).repeat_interleave(a_dim, dim=1)
         actions = torch.where(flags, tr.intervene_actions.to(actions.dtype), actions)
         out = pol.output
         if out is not None and out.intervene_flags is not None:
@@ -84,8 +85,13 @@ class TrajectoryStep:
         if env.next_rlt_obs is not None:
             rlt = {f'curr_{k}': fwd[k] for k in RLT_KEYS if k in fwd}
             rlt.update({f'next_{k}': v for k, v in env.next_rlt_obs.items()})
-            if 'curr_ref_chunk' in rlt:
-                rlt['curr_ref_chunk'] = actions
+            if 'curr_ref_chunk' in rlt:  # the expert's action on intervened slots, the reference elsewhere
+                ref = rlt['curr_ref_chunk']
+                if ref.numel() != actions.numel():
+                    raise MalformedPartError(f'forward_inputs/ref_chunk of {chunk.key.as_tuple()} has shape '
+                                             f'{tuple(ref.shape)}, expected {rows} x {c * a_dim} action entries')
+                rlt['curr_ref_chunk'] = torch.where(env_flags, actions, ref.reshape(actions.shape).to(actions.dtype)
+                                                    ).reshape(ref.shape)
         return cls(
             key=chunk.key, actions=actions, rewards=tr.compute_rewards(cfg.reward, env.bootstrap_values),
             dones=tr.dones.to(torch.bool), terminations=tr.terminations.to(torch.bool),
@@ -93,8 +99,23 @@ class TrajectoryStep:
             prev_logprobs=logp, prev_values=values.to(torch.float32), versions=versions,
             initial=env.initial_transition, final_prev_values=env.final_prev_values,
             forward_inputs=fwd if cfg.collect_forward_inputs else None,
-            curr_obs=pol.obs if cfg.collect_transitions else None,
-            next_obs=env.next_obs if cfg.collect_transitions else None, rlt=rlt)
+            curr_obs=_tensors_only(pol.obs) if cfg.collect_transitions else None,
+            next_obs=_tensors_only(env.next_obs) if cfg.collect_transitions else None, rlt=rlt)
+
+
+def _tensors_only(obs: Optional[dict]) -> Optional[dict]:
+    """curr_obs/next_obs are dicts of tensors: per-env strings (task_descriptions) stay out."""
+    if obs is None:
+        return None
+    out = {}
+    for k, v in obs.items():
+        if isinstance(v, dict):
+            sub = _tensors_only(v)
+            if sub:
+                out[k] = sub
+        elif isinstance(v, torch.Tensor):
+            out[k] = v
+    return out
 
 
 class TrajectoryAccumulator:
@@ -143,7 +164,9 @@ class Trajectory:
     rlt: Optional[dict] = None
     advantages: Optional[torch.Tensor] = None  # [T, B, 1]
     returns: Optional[torch.Tensor] = None     # [T, B, 1]
+    loss_mask: Optional[torch.Tensor] = None   # [T, B, C] (pipeline without auto-reset)
     keys: list[TrajectoryKey] = field(default_factory=list)
+    identity: Optional[TrajectoryId] = None    # set by the collector: what the writer dedupes on
 
     @property
     def chunks_per_epoch(self) -> int:
@@ -289,9 +312,38 @@ def compute_gae(rewards: torch.Tensor, prev_values: torch.Tensor, dones: torch.T
     return adv.unsqueeze(-1), (adv + values).unsqueeze(-1)
 
 
+def compute_loss_mask(dones: torch.Tensor, num_epochs: int) -> torch.Tensor:
+    """Valid control steps without auto-reset, as RLinf's loss-mask computation: per epoch and
+    env, a step counts until (and including) the env's first done; later steps (the env sat
+    finished) are masked. ``dones [T+E, B, C]`` in the Trajectory layout -> ``[T, B, C]`` bool;
+    the epoch's ``d_before`` counts as a done before its first step."""
+    t_e, b, c = dones.shape
+    chunks = t_e // num_epochs - 1
+    out = []
+    for e in range(num_epochs):
+        d = dones[e * (chunks + 1):(e + 1) * (chunks + 1)].to(torch.int64)     # [L+1, B, C]
+        flat = d.permute(1, 0, 2).reshape(b, -1)[:, c - 1:]                     # d_before's last slot, then steps
+        valid = (flat.cumsum(1) == 0)[:, :-1]                                   # no done strictly before the step
+        out.append(valid.reshape(b, chunks, c).permute(1, 0, 2))
+    return torch.cat(out)
+
+
+def masked_normalize(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """``(x - mean) / sqrt(var + 1e-5)`` with population statistics over the entries where
+    ``mask`` is set (all entries without a mask); masked-out entries are left as they were."""
+    if mask is None:
+        return (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + 1e-5)
+    m = mask.to(torch.bool).expand_as(x)
+    if not bool(m.any()):
+        return x
+    sel = x[m]
+    mean, var = sel.mean(), sel.var(unbiased=False)
+    return torch.where(m, (x - mean) / torch.sqrt(var + 1e-5), x)
+
+
 def trajectory_advantages(traj: Trajectory, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
     return compute_gae(traj.rewards, traj.prev_values, traj.dones, traj.num_epochs, gamma, gae_lambda)
 
 
 __all__ = ['CollectConfig', 'TrajectoryStep', 'TrajectoryAccumulator', 'Trajectory', 'compute_gae',
-           'trajectory_advantages']
+           'compute_loss_mask', 'masked_normalize', 'trajectory_advantages']

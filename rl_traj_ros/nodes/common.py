@@ -17,7 +17,8 @@ TOPICS = {
     'env_part': 'env_part',            # policy -> collector (EnvPart)
     'trajectory': 'trajectory',        # collector -> writer (Trajectory)
     'intervention': 'intervention',    # teleop -> env (Intervention)
-    'key_ack': 'key_ack',              # writer -> collector, policy (KeyAck: keys durably stored)
+    'trajectory_ack': 'trajectory_ack',  # writer -> collector (TrajectoryAck: trajectories durably stored)
+    'key_ack': 'key_ack',              # collector -> policy (KeyAck: every row of these chunks stored)
 }
 
 

@@ -14,7 +14,7 @@ from ..ros import conversion as cv
 from collections import OrderedDict, deque
 
 from ..ros.qos import DATA_QOS
-from ..ros.reliability import Outbox
+from ..core.delivery import Outbox
 from ..rollout.workers import make_policy_worker
 from .common import declare, run_node, topic, wait_acked
 
@@ -48,7 +48,7 @@ class PolicyNode(Node):
         self.pub_env = self.create_publisher(M.EnvPart, topic(self, 'env_part'), DATA_QOS)
         self.create_subscription(M.PolicyInput, topic(self, 'policy_input'), self.on_request, DATA_QOS)
         self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
-        # parts stay here until the writer acknowledged their keys (resent to a new collector)
+        # parts stay here until the collector acknowledged their keys: every row stored (resent to a new collector)
         self.policy_out = Outbox(self.pub_policy.publish, p['resend_after_s'])
         self.env_out = Outbox(self.pub_env.publish, p['resend_after_s'])
         self.create_timer(1.0, self._tick)

@@ -1,18 +1,21 @@
 """replay_buffer_writer_node: stores every Trajectory message in a TrajectoryReplayBuffer.
 
-Services: ``~/save_checkpoint`` (SaveCheckpoint) and ``~/get_stats`` (GetStats). On shutdown
-(SIGINT) the buffer is flushed and closed, so everything received is on disk.
+Exactly once by TrajectoryId (core.delivery.ExactlyOnceSink): a re-delivery is acknowledged
+again, never stored twice; a new run into an existing directory appends. TrajectoryAcks go
+out once file, index and directory entries are on disk. Services: ``~/save_checkpoint``
+(SaveCheckpoint) and ``~/get_stats`` (GetStats). On shutdown (SIGINT) the buffer is flushed
+and closed, so everything received is on disk.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 from rclpy.node import Node
 
 from .. import msg as M
 from .. import srv as S
-from ..core.replay_buffer import BufferFull, TrajectoryReplayBuffer
+from ..core.delivery import ExactlyOnceSink
+from ..core.replay_buffer import TrajectoryReplayBuffer
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
 from .common import declare, diagnostics_publisher, run_node, topic
@@ -30,30 +33,25 @@ class ReplayBufferWriterNode(Node):
             'max_pending_writes': (4, 'writer queue bound (backpressure)'),
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters'),
             'throttle_writes_s': (0.0, 'fault injection: sleep before each write (emulates a slow disk)'),
+            'dedupe_window': (1024, 'newest trajectory identities kept in memory to detect re-deliveries '
+                                    '(the index on disk keeps all)'),
         })
         self.p = p
-        self._durable: list[int] = []
-        self._lock = threading.Lock()
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
                                              sample_window_size=p['sample_window_size'], auto_save=True,
                                              auto_save_path=p['output_dir'], trajectory_format=p['trajectory_format'],
-                                             max_pending_writes=p['max_pending_writes'], on_durable=self._on_durable,
+                                             max_pending_writes=p['max_pending_writes'],
                                              before_write=self._throttle if p['throttle_writes_s'] > 0 else None)
-        # exactly once: keys already stored (persisted in the index) are never stored again
-        self.stored_keys = self.buffer.stored_keys()
-        self._keys_of: dict[int, list] = {}
-        self._ack_backlog: list = []
-        self.counters = {'received': 0, 'stored': 0, 'rejected': 0, 'duplicates': 0, 'acked': 0, 'deferred': 0,
-                         'disk_stalls': 0}
-        self.pub_ack = self.create_publisher(M.KeyAck, topic(self, 'key_ack'), DATA_QOS)
+        self.sink = ExactlyOnceSink(self.buffer, p['dedupe_window'])
+        self.counters = {'received': 0, 'decode_errors': 0, 'disk_stalls': 0}
+        self.pub_ack = self.create_publisher(M.TrajectoryAck, topic(self, 'trajectory_ack'), DATA_QOS)
         self.create_timer(0.05, self._publish_acks)
         self.create_timer(0.5, self._watch_disk)
         self._sub = None
         self._subscribe()
         self.create_service(S.SaveCheckpoint, '~/save_checkpoint', self.on_save)
         self.create_service(S.GetStats, '~/get_stats', self.on_stats)
-        diagnostics_publisher(self, p['diagnostics_period_s'],
-                              lambda: {**self.counters, 'trajectories': len(self.buffer)})
+        diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         self.get_logger().info(f"writing trajectories to {p['output_dir']} ({len(self.buffer)} already there)")
 
     def on_trajectory(self, m: M.Trajectory) -> None:
@@ -61,29 +59,16 @@ class ReplayBufferWriterNode(Node):
         try:
             traj = cv.trajectory_from_msg(m)
         except (ValueError, TypeError) as e:
-            self.counters['rejected'] += 1
+            self.counters['decode_errors'] += 1
             self.get_logger().error(f'rejected Trajectory: {e}')
             return
-        keys = [k.as_tuple() for k in traj.keys]
-        if keys and all(k in self.stored_keys for k in keys):
-            self.counters['duplicates'] += 1  # a resend: stored already; acknowledge again
-            with self._lock:
-                self._ack_backlog.extend(keys)
-            return
-        if any(k in self.stored_keys for k in keys):
-            self.counters['rejected'] += 1
-            self.get_logger().error(f'rejected Trajectory overlapping stored keys: {keys}')
-            return
-        try:
-            with self._lock:
-                tid = self.buffer.add_trajectories([traj], block=False)[0]
-                self._keys_of[tid] = keys
-        except BufferFull:
-            # not acknowledged, so the collector still holds it and resends it later
-            self.counters['deferred'] += 1
-            return
-        self.stored_keys.update(keys)
-        self.counters['stored'] += 1
+        offer = self.sink.offer(traj)  # deferred (queue full): not acknowledged, so resent later
+        if offer.verdict == 'rejected':
+            self.get_logger().error(f'rejected Trajectory: {offer.reason}')
+
+    def stats(self) -> dict:
+        return {**self.counters, **self.sink.counters, 'trajectories': len(self.buffer),
+                'remembered_ids': self.sink.remembered()}
 
     def _subscribe(self) -> None:
         self._sub = self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
@@ -105,20 +90,12 @@ class ReplayBufferWriterNode(Node):
     def _throttle(self, tid: int) -> None:
         time.sleep(self.p['throttle_writes_s'])
 
-    def _on_durable(self, tid: int) -> None:  # writer thread
-        with self._lock:
-            self._ack_backlog.extend(self._keys_of.pop(tid, []))
-
     def _publish_acks(self) -> None:
-        with self._lock:
-            keys, self._ack_backlog = self._ack_backlog, []
-        if not keys:
-            return
-        from ..core.schema import TrajectoryKey
-        msg = M.KeyAck(keys=[cv.key_to_msg(TrajectoryKey(*k)) for k in keys])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.pub_ack.publish(msg)
-        self.counters['acked'] += len(keys)
+        ids = self.sink.take_acks()
+        if ids:
+            msg = M.TrajectoryAck(ids=[cv.identity_to_msg(i) for i in ids])
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.pub_ack.publish(msg)
 
     def on_save(self, request, response):
         try:
@@ -131,7 +108,7 @@ class ReplayBufferWriterNode(Node):
 
     def on_stats(self, request, response):
         self.buffer.flush()  # counts below are durable
-        s = {**self.counters, 'trajectories': len(self.buffer), 'total_samples': self.buffer.total_samples}
+        s = {**self.stats(), 'total_samples': self.buffer.total_samples}
         response.names = list(s)
         response.values = [float(v) for v in s.values()]
         return response
@@ -139,7 +116,7 @@ class ReplayBufferWriterNode(Node):
     def shutdown(self) -> None:
         self.buffer.close()
         self._publish_acks()
-        self.get_logger().info(f'closed buffer: {self.counters}, {len(self.buffer)} trajectories')
+        self.get_logger().info(f'closed buffer: {self.stats()}')
 
 
 def main(args=None) -> int:

@@ -1,9 +1,12 @@
 """trajectory_collector_node: TrajectoryCollector on the PolicyPart/EnvPart topics.
 
-Publishes a Trajectory per source and step (rollout), per-actor micro-batches (pipeline) or
-finished episodes (lerobot, as [n, 1, ...] Trajectory messages). Malformed or duplicate parts
-are counted and logged, never crash the node; parts whose other half never comes are
-dropped and reported after ``pending_timeout_s``. Counters: GetStats service and a log line.
+Publishes a Trajectory per source and step (rollout, one per shard), per-actor micro-batches
+(pipeline) or finished episodes (lerobot, as [n, 1, ...] Trajectory messages), each with the
+TrajectoryId that names its rows. Keeps each until the writer's TrajectoryAck, and
+acknowledges upstream (KeyAck) the chunk keys whose every row is stored (core.delivery).
+Malformed or duplicate parts are counted and logged, never crash the node; parts whose other
+half never comes are dropped and reported after ``pending_timeout_s``. Counters: GetStats
+service and a log line.
 """
 from __future__ import annotations
 
@@ -12,28 +15,13 @@ from rclpy.node import Node
 from .. import msg as M
 from .. import srv as S
 from ..core.collector import TrajectoryCollector
+from ..core.delivery import Outbox, new_run_id
 from ..core.joiner import DuplicateChunkError
 from ..core.schema import MalformedPartError
-from ..core.trajectory import Trajectory
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from ..ros.reliability import Outbox
 from ..rollout.workers import make_plan
 from .common import declare, diagnostics_publisher, run_node, topic, wait_acked
-
-
-def episode_as_trajectory(ep) -> Trajectory:
-    """A lerobot-mode episode as a one-env trajectory [n, 1, ...] (boundary fields padded)."""
-    import torch
-    n = ep.num_chunks
-    d = ep.dones.unsqueeze(1)
-    pad = torch.zeros_like(d[:1])
-    return Trajectory(actions=ep.actions.unsqueeze(1), rewards=ep.rewards.unsqueeze(1),
-                      prev_logprobs=torch.zeros_like(ep.actions).unsqueeze(1),
-                      versions=torch.zeros(n, 1, ep.rewards.shape[1], dtype=torch.int64),
-                      intervene_flags=ep.intervene_flags.unsqueeze(1), dones=torch.cat([pad, d]),
-                      terminations=torch.cat([pad, d]), truncations=torch.zeros_like(torch.cat([pad, d])),
-                      prev_values=torch.zeros(n + 1, 1, 1), num_epochs=1, keys=list(ep.keys))
 
 
 class TrajectoryCollectorNode(Node):
@@ -61,17 +49,22 @@ class TrajectoryCollectorNode(Node):
             'stats_period_s': (5.0, 'period of the counters log line; 0 = off'),
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters (joined, pending, rejected, flushed)'),
             'resend_after_s': (30.0, 'resend a trajectory the writer has not acknowledged after this long'),
+            'run_id': ('', 'names this run in every TrajectoryId (a new run into an existing buffer appends); '
+                           'keep it across collector restarts. Empty: derived from the start time'),
         })
+        if not p['run_id']:
+            p['run_id'] = new_run_id()
+            self.get_logger().warn(f"run_id not set: using {p['run_id']!r}; set it explicitly so that a restarted "
+                                   'collector rebuilds the same identities (exactly once across restarts)')
         self.plan = make_plan(p)
-        self.collector = TrajectoryCollector(self.plan)
+        self.collector = TrajectoryCollector(self.plan, p['run_id'])
         self.p = p
-        self.counters = {'published': 0, 'rejected': 0, 'duplicates': 0, 'expired': 0, 'decode_errors': 0}
+        self.counters = {'published': 0, 'rejected': 0, 'duplicates': 0, 'expired': 0, 'decode_errors': 0,
+                         'keys_acked': 0}
         self.pub = self.create_publisher(M.Trajectory, topic(self, 'trajectory'), DATA_QOS)
         self.outbox = Outbox(self.pub.publish, p['resend_after_s'])
-        # chunks the plan drops on purpose (only_success) are acknowledged here, or producers
-        # would hold them forever (lerobot mode: chunk keys identify episodes with one env per source)
         self.pub_ack = self.create_publisher(M.KeyAck, topic(self, 'key_ack'), DATA_QOS)
-        self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
+        self.create_subscription(M.TrajectoryAck, topic(self, 'trajectory_ack'), self.on_ack, DATA_QOS)
         self.create_timer(1.0, lambda: self.outbox.tick(self.pub.get_subscription_count()))
         self.create_subscription(M.PolicyPart, topic(self, 'policy_part'),
                                  lambda m: self.on_part(m, cv.policy_part_from_msg), DATA_QOS)
@@ -94,6 +87,7 @@ class TrajectoryCollectorNode(Node):
             outputs = self.collector.push(part)
         except DuplicateChunkError:
             self.counters['duplicates'] += 1  # a resend of a chunk already built: harmless
+            self._ack_upstream()  # (acknowledged again if its rows are all stored)
             return
         except MalformedPartError as e:
             self.counters['rejected'] += 1
@@ -105,25 +99,33 @@ class TrajectoryCollectorNode(Node):
         self._publish(outputs)
 
     def _publish(self, outputs) -> None:
-        if self.collector.dropped_keys:
-            ack = M.KeyAck(keys=[cv.key_to_msg(k) for k in self.collector.dropped_keys])
+        for o in outputs:
+            msg = cv.trajectory_to_msg(o.trajectory, o.mode, o.step_id, o.source_id or (0, 0), o.actor_rank,
+                                       o.micro_batch)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.outbox.send(o.identity, [o.identity], msg)
+            self.counters['published'] += 1
+        self._ack_upstream()
+
+    def _ack_upstream(self) -> None:
+        keys = self.collector.take_settled()
+        if keys:
+            ack = M.KeyAck(keys=[cv.key_to_msg(k) for k in keys])
             ack.header.stamp = self.get_clock().now().to_msg()
             self.pub_ack.publish(ack)
-            self.collector.dropped_keys.clear()
-        for o in outputs:
-            if o.trajectory is not None:
-                msg = cv.trajectory_to_msg(o.trajectory, o.mode, o.step_id, o.source_id or (0, 0), o.actor_rank,
-                                           o.micro_batch)
-            else:
-                msg = cv.trajectory_to_msg(episode_as_trajectory(o.episode), 'lerobot', o.step_id, o.source_id)
-            msg.header.stamp = self.get_clock().now().to_msg()
-            keys = [cv.key_from_msg(k) for k in msg.keys]
-            self.outbox.send((o.mode, o.step_id, o.source_id, o.epoch_id, o.actor_rank, o.micro_batch, o.shard,
-                              o.episode.episode_id if o.episode is not None else -1), keys, msg)
-            self.counters['published'] += 1
+            self.counters['keys_acked'] += len(keys)
 
-    def on_ack(self, m: M.KeyAck) -> None:
-        self.outbox.ack(cv.key_from_msg(k) for k in m.keys)
+    def on_ack(self, m: M.TrajectoryAck) -> None:
+        try:
+            ids = [cv.identity_from_msg(i, 'TrajectoryAck.ids') for i in m.ids]
+        except ValueError as e:
+            self.counters['decode_errors'] += 1
+            self.get_logger().error(f'rejected TrajectoryAck: {e}')
+            return
+        ids = [i for i in ids if i is not None and i.run_id == self.collector.run_id]
+        self.outbox.ack(ids)
+        self.collector.acknowledge(ids)
+        self._ack_upstream()
 
     def expire(self) -> None:
         for key in self.collector.expire(self.p['pending_timeout_s']):
@@ -135,6 +137,8 @@ class TrajectoryCollectorNode(Node):
         s.update(self.counters)
         s['pending_keys'] = len(self.collector.joiner)
         s['unacked'] = len(self.outbox)
+        s['unsettled_keys'] = self.collector.ledger.unsettled()
+        s['completed_keys_held'] = self.collector.joiner.completed_keys_held()
         s['resent'] = self.outbox.resent
         return s
 

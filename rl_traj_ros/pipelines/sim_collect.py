@@ -42,8 +42,13 @@ def params_yaml(params: dict[str, dict[str, Any]]) -> str:
 def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = None,
                     episodes: Optional[int] = None, output_dir: Optional[str] = None,
                     policy: Optional[str] = None, image_obs: Optional[bool] = None,
-                    steps: Optional[int] = None) -> dict:
+                    steps: Optional[int] = None, run_id: Optional[str] = None) -> dict:
+    """Effective per-node parameters of one run. Every run gets a ``run_id`` (the collector
+    stamps it into each TrajectoryId), so a restarted collector rebuilds the same identities
+    and a second run into the same buffer directory appends."""
+    from ..core.delivery import new_run_id
     p = copy.deepcopy(params)
+    p['trajectory_collector_node']['run_id'] = run_id or p['trajectory_collector_node'].get('run_id') or new_run_id()
     if num_envs is not None:
         for n in NODES:
             p[n]['num_envs'] = num_envs
@@ -66,20 +71,25 @@ def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = 
 
 # -- in one process, no ROS ----------------------------------------------------------------------
 def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = None) -> dict:
+    """The same workers, collector, exactly-once sink and buffer as the nodes, in one process:
+    outputs take the writer node's path (``ExactlyOnceSink.offer``) and acknowledgements the
+    collector node's (``TrajectoryCollector.acknowledge``)."""
     from ..core.collector import TrajectoryCollector
+    from ..core.delivery import ExactlyOnceSink, new_run_id
     from ..core.episodes import CollectEpisode
     from ..core.replay_buffer import TrajectoryReplayBuffer
     from ..envs.sim_franka import SimFrankaVecEnv
-    from ..rollout.workers import EnvWorker
+    from ..rollout.workers import EnvWorker, make_plan, make_policy_worker
     pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
-    from ..rollout.workers import make_plan, make_policy_worker
     policy = make_policy_worker(params['policy_node'])
     plan = make_plan(pc)
-    collector = TrajectoryCollector(plan)
+    collector = TrajectoryCollector(plan, pc.get('run_id') or new_run_id())
     buf_dir = str(Path(output_dir) / 'replay_buffer') if output_dir else pw['output_dir']
     buffer = TrajectoryReplayBuffer(seed=pw.get('seed', 1234), cache_size=pw['cache_size'],
                                     sample_window_size=pw['sample_window_size'], auto_save=True,
                                     auto_save_path=buf_dir, trajectory_format=pw['trajectory_format'])
+    sink = ExactlyOnceSink(buffer, pw.get('dedupe_window', 1024))
+    rejected: list[str] = []
     workers, envs = [], []
     for rank in range(num_env_nodes):
         cfg = rollout_config(pe, rank)
@@ -102,7 +112,10 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
             for part in (pol, envp):
                 if part is not None:
                     for o in collector.push(part):
-                        buffer.add_trajectories([o.trajectory])
+                        offer = sink.offer(o.trajectory, block=True)
+                        if offer.verdict == 'rejected':
+                            rejected.append(offer.reason)
+                    collector.acknowledge(sink.take_acks())
             t_data += time.perf_counter() - t1
             try:
                 reqs[i] = gens[i].send(chunk.actions if chunk is not None else None)
@@ -110,13 +123,17 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
                 live.remove(i)
     loop = time.perf_counter() - t0  # like the env node's loop_s: without the final flush and close
     buffer.close()
+    collector.acknowledge(sink.take_acks())
     for e in envs:
         e.close()
     wall = time.perf_counter() - t0
     stats = [w.stats for w in workers]
     return {'wall_s': wall, 'loop_s': loop, 'data_path_s': t_data, 'env_s': sum(s.env_time_s for s in stats),
             'chunks': sum(s.chunks for s in stats), 'episodes': sum(s.episodes for s in stats),
-            'successes': sum(s.successes for s in stats), 'replay_buffer': buf_dir}
+            'successes': sum(s.successes for s in stats), 'replay_buffer': buf_dir,
+            'collector': {**collector.stats, 'unsettled_keys': collector.ledger.unsettled(),
+                          'open_episodes': len(collector.open_episodes())},
+            'writer': {**sink.counters, 'trajectories': len(buffer)}, 'rejected': rejected}
 
 
 def rollout_config(pe: dict, rank: int):
@@ -272,13 +289,20 @@ def main(args) -> int:
     if params['franka_env_node'].get('collect_episodes'):
         for d in sorted((out / 'collected_data').glob('env_*')):
             print(f"[sim_collect] {params['franka_env_node']['export_format']} dataset: {d}")
+    print(f"[sim_collect] collector: {r['collector']}")
+    print(f"[sim_collect] writer: {r['writer']}")
     if not args.in_process:
-        print(f"[sim_collect] collector: {r['collector']}")
-        print(f"[sim_collect] writer: {r['writer']}")
         bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -signal.SIGINT)}
         if bad or r['failed']:
             print(f'[sim_collect] FAILED nodes: {bad or r["failed"]}')
             return 1
+        if r['collector'].get('unacked', 0):
+            print(f"[sim_collect] FAILED: {int(r['collector']['unacked'])} trajectories were never acknowledged "
+                  'as stored by the writer')
+            return 1
+    if r['writer'].get('rejected', 0):
+        print(f"[sim_collect] FAILED: the writer rejected {int(r['writer']['rejected'])} trajectories (see its log)")
+        return 1
     target = params['franka_env_node'].get('target_successes', 0) * args.num_env_nodes
     if target and r['successes'] < target:
         print(f'[sim_collect] only {r["successes"]} of {target} successful episodes (step cap reached)')

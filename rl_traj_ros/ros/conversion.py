@@ -16,6 +16,7 @@ import torch
 
 from ..core.schema import (ActionChunk, EnvPart, EnvTransition, MalformedPartError, PolicyInput, PolicyOutput,
                            PolicyPart, TrajectoryKey, TrajectorySource)
+from ..core.delivery import TrajectoryId
 from ..core.trajectory import Trajectory
 from .. import msg as M
 
@@ -353,8 +354,33 @@ def trajectory_to_msg(t: Trajectory, mode: str = 'rollout', step_id: int = 0, so
                      actor_rank=int(actor_rank), micro_batch=int(micro_batch), num_epochs=int(t.num_epochs),
                      chunks_per_epoch=int(t.chunks_per_epoch))
     m.keys = [key_to_msg(k) for k in t.keys]
+    if t.identity is not None:
+        m.identity = identity_to_msg(t.identity)
     to_dict_msg(t.as_tree(), m.fields)
     return m
+
+
+def identity_to_msg(i: TrajectoryId) -> M.TrajectoryId:
+    return M.TrajectoryId(run_id=i.run_id, mode=i.mode, step_id=i.step_id, epoch_id=i.epoch_id, env_rank=i.env_rank,
+                          stage_id=i.stage_id, actor_rank=i.actor_rank, micro_batch=i.micro_batch, shard=i.shard,
+                          episode_id=i.episode_id, row_env_ranks=[r[0] for r in i.rows],
+                          row_stage_ids=[r[1] for r in i.rows], row_envs=[r[2] for r in i.rows])
+
+
+def identity_from_msg(m: M.TrajectoryId, field: str = 'identity') -> Optional[TrajectoryId]:
+    """None for an unset identity (empty mode): a producer that does not name its rows."""
+    if not m.mode:
+        return None
+    ranks, stages, envs = list(m.row_env_ranks), list(m.row_stage_ids), list(m.row_envs)
+    if not len(ranks) == len(stages) == len(envs):
+        raise MalformedMessageError(f'{field}: row_env_ranks/row_stage_ids/row_envs have different lengths '
+                                    f'({len(ranks)}, {len(stages)}, {len(envs)})')
+    try:
+        return TrajectoryId(m.run_id, m.mode, int(m.step_id), int(m.epoch_id), int(m.env_rank), int(m.stage_id),
+                            int(m.actor_rank), int(m.micro_batch), int(m.shard), int(m.episode_id),
+                            tuple(zip(ranks, stages, envs)))
+    except MalformedPartError as e:
+        raise MalformedMessageError(f'{field}: {e}') from None
 
 
 def trajectory_from_msg(m: M.Trajectory) -> Trajectory:
@@ -369,4 +395,8 @@ def trajectory_from_msg(m: M.Trajectory) -> Trajectory:
         if isinstance(v, torch.Tensor) and (v.dim() < 2 or v.shape[1] != t.num_envs):
             raise MalformedMessageError(f'Trajectory.fields/{name}: shape {tuple(v.shape)} has no env dim of '
                                         f'{t.num_envs}')
+    t.identity = identity_from_msg(m.identity, 'Trajectory.identity')
+    if t.identity is not None and len(t.identity.rows) != t.num_envs:
+        raise MalformedMessageError(f'Trajectory.identity: names {len(t.identity.rows)} env rows, the fields have '
+                                    f'{t.num_envs}')
     return t

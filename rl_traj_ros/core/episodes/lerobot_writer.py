@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from ..storage import atomic_write, json_writer, stage_write
+from ..storage import atomic_write, json_writer, publish_staged, stage_write
 from . import lerobot_stats as st
 from .record import EpisodeRecord
 
@@ -261,8 +261,7 @@ class LeRobotWriter:
         staged += self._stage(self.root / 'meta' / 'stats.json', json_writer(agg), binary=False)
         staged += self._stage_v30_meta() if self.version == 'v3.0' else self._stage_v21_meta()
         staged += self._stage(self.root / 'meta' / 'info.json', json_writer(self._info()), binary=False)
-        for tmp, final in staged:
-            os.replace(tmp, final)
+        publish_staged(staged)  # renames back to back, then the directories fsynced
 
     @staticmethod
     def _stage(path: Path, write, binary: bool = True) -> list[tuple[Path, Path]]:
