@@ -99,7 +99,7 @@ def test_trajectory_round_trip():
         t = cv.trajectory_from_msg(m)
         assert t.keys == o.trajectory.keys and t.num_epochs == 2
         assert tree_equal(t.to_dict(), o.trajectory.to_dict())
-        assert t.curr_obs['task_descriptions'] == o.trajectory.curr_obs['task_descriptions']
+        assert t.identity == o.trajectory.identity and t.identity is not None
 
 
 # -- malformed input ----------------------------------------------------------------------------

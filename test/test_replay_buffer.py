@@ -297,7 +297,7 @@ while True:
 '''
 
 
-@pytest.mark.parametrize('failing', ['save_trajectory', 'atomic_write_json'])
+@pytest.mark.parametrize('failing', ['save_trajectory', 'atomic_write', 'atomic_write_json'])  # file, index, metadata
 def test_disk_errors_are_retried_at_the_file_and_at_the_index(tmp_path, monkeypatch, failing):
     """ENOSPC on the trajectory file or on the index after it: retried until it succeeds,
     every trajectory ends up durable, acknowledged once, and equal to what was added."""

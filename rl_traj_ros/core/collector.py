@@ -170,6 +170,7 @@ class TrajectoryCollector:
                 if src.key.epoch_id >= self.plan.num_epochs or src.key.chunk_id >= self.plan.chunks_per_epoch:
                     raise MalformedPartError(f'key {src.key.as_tuple()} is outside the plan '
                                              f'({self.plan.num_epochs} epochs x {self.plan.chunks_per_epoch} chunks)')
+            part.validate()
             if isinstance(part, PolicyPart) and part.output is None and self.plan.mode != 'lerobot':
                 raise MalformedPartError(
                     f'PolicyPart for {[s.key.as_tuple() for s in part.sources]} carries only external_actions, but '

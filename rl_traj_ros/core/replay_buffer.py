@@ -13,17 +13,17 @@ crash at any moment the directory loads and holds every acknowledged trajectory.
 """
 from __future__ import annotations
 
+import json
 import threading
 import uuid as uuidlib
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 
 import torch
 
 from .background import BackgroundWriter, QueueFull
-from .storage import (FORMATS, BufferFileError, atomic_write_json, copy_file_durably, load_trajectory, plain_copy,
+from .storage import (FORMATS, BufferFileError, atomic_write, atomic_write_json, copy_file_durably, load_trajectory, plain_copy,
                       read_json, save_trajectory, trajectory_filename)
 from .schema import TrajectoryKey
 from .trajectory import Trajectory
@@ -35,27 +35,44 @@ BUFFER_VERSION = 1
 TrajectoryLike = Union[Trajectory, dict]
 
 
-@dataclass
 class TrajectoryEntry:
-    """What the index knows of one trajectory without opening its file."""
+    """What the index knows of one trajectory without opening its file.
 
-    uuid: str
-    trajectory_id: int
-    num_samples: int
-    shape: list[int]             # [T, B]
-    max_episode_length: int      # longest run of chunks between dones (T if none)
-    directory: Optional[Path] = None  # where its file lives; None: memory only
-    keys: Optional[list[list[int]]] = None  # TrajectoryKeys it holds (collector output): audit, dedupe
-    identity: Optional[dict] = None          # its TrajectoryId (collector output): what the writer dedupes on
+    The entry's index record is serialized once, when it is created or read, and kept as
+    JSON text: the index file is rewritten after every write by joining these texts (no
+    re-serialization of every entry), and the in-memory index costs a few hundred bytes per
+    trajectory instead of Python lists of its keys and rows. ``keys``/``identity`` parse it.
+    """
+
+    __slots__ = ('uuid', 'trajectory_id', 'num_samples', 'shape', 'max_episode_length', 'directory', '_text')
+
+    def __init__(self, uuid: str, trajectory_id: int, num_samples: int, shape: list[int], max_episode_length: int,
+                 directory: Optional[Path] = None, keys: Optional[list[list[int]]] = None,
+                 identity: Optional[dict] = None):
+        self.uuid, self.trajectory_id, self.num_samples = uuid, trajectory_id, num_samples
+        self.shape, self.max_episode_length = shape, max_episode_length   # [T, B]; longest run between dones
+        self.directory = directory  # where its file lives; None: memory only
+        d = {'uuid': uuid, 'trajectory_id': trajectory_id, 'num_samples': num_samples, 'shape': shape,
+             'max_episode_length': max_episode_length}
+        if keys is not None:
+            d['keys'] = keys            # TrajectoryKeys it holds (collector output): audit
+        if identity is not None:
+            d['identity'] = identity    # its TrajectoryId: what the writer dedupes on
+        self._text = json.dumps(d, sort_keys=True, separators=(',', ':'))
 
     def to_json(self) -> dict:
-        d = {'uuid': self.uuid, 'trajectory_id': self.trajectory_id, 'num_samples': self.num_samples,
-             'shape': self.shape, 'max_episode_length': self.max_episode_length}
-        if self.keys is not None:
-            d['keys'] = self.keys
-        if self.identity is not None:
-            d['identity'] = self.identity
-        return d
+        return json.loads(self._text)
+
+    def json_text(self) -> str:
+        return self._text
+
+    @property
+    def keys(self) -> Optional[list[list[int]]]:
+        return self.to_json().get('keys') if '"keys"' in self._text else None
+
+    @property
+    def identity(self) -> Optional[dict]:
+        return self.to_json().get('identity') if '"identity"' in self._text else None
 
     @classmethod
     def from_json(cls, d: dict, directory: Path, where: Path) -> 'TrajectoryEntry':
@@ -304,9 +321,9 @@ class TrajectoryReplayBuffer:
         identity (0 = all): what an ``ExactlyOnceSink`` restores on start."""
         from .delivery import TrajectoryId
         with self._lock:
-            entries = [e for e in (self._entries[-newest:] if newest else self._entries) if e.identity is not None]
-        return [(TrajectoryId.from_json(e.identity), [TrajectoryKey.from_tuple(k) for k in (e.keys or [])])
-                for e in entries]
+            records = [e.to_json() for e in (self._entries[-newest:] if newest else self._entries)]
+        return [(TrajectoryId.from_json(r['identity']), [TrajectoryKey.from_tuple(k) for k in r.get('keys', [])])
+                for r in records if 'identity' in r]
 
     @property
     def trajectory_ids(self) -> list[int]:
@@ -533,9 +550,9 @@ class TrajectoryReplayBuffer:
 
     # -- index files -----------------------------------------------------------------------------
     def _write_index(self, directory: Path, entries: Sequence[TrajectoryEntry], counter: int) -> None:
-        atomic_write_json(directory / INDEX_FILE, {'trajectory_ids': [e.trajectory_id for e in entries],
-                                                   'trajectories': {str(e.trajectory_id): e.to_json()
-                                                                    for e in entries}})
+        text = ('{"trajectory_ids":[' + ','.join(str(e.trajectory_id) for e in entries) + '],"trajectories":{' +
+                ','.join(f'"{e.trajectory_id}":{e.json_text()}' for e in entries) + '}}')
+        atomic_write(directory / INDEX_FILE, lambda f: f.write(text), binary=False)
         atomic_write_json(directory / METADATA_FILE, {
             'version': BUFFER_VERSION, 'trajectory_format': self.trajectory_format, 'seed': self.seed,
             'size': len(entries), 'total_samples': sum(e.num_samples for e in entries),
