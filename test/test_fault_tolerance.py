@@ -22,20 +22,31 @@ def params(tmp, steps=6, chunks=10, **env):
     return p
 
 
-def audit(out_dir, sent_keys):
+def audit(out_dir, sent_keys, num_envs=2):
+    """Chunks sent / stored / lost / duplicated, counted per (chunk key, env row) cell from the
+    index: a shard or micro-batch holds some rows of many keys."""
+    from rl_traj_ros.core.delivery import TrajectoryId
+    from rl_traj_ros.core.schema import TrajectoryKey
     index = json.loads((Path(out_dir) / 'replay_buffer' / 'trajectory_index.json').read_text())
-    stored = [tuple(k) for i in index['trajectory_ids'] for k in index['trajectories'][str(i)]['keys']]
-    lost = len(set(sent_keys) - set(stored))
-    dup = len(stored) - len(set(stored))
-    print(f'\nchunks sent {len(sent_keys)} / stored {len(set(stored))} / lost {lost} / duplicated {dup}')
-    return lost, dup, len(set(stored))
+    cells = []
+    for i in index['trajectory_ids']:
+        e = index['trajectories'][str(i)]
+        cells += [(k.as_tuple(), b) for k, b in TrajectoryId.from_json(e['identity']).cells(
+            [TrajectoryKey.from_tuple(k) for k in e['keys']])]
+    sent = {(k, b) for k in sent_keys for b in range(num_envs)}
+    lost = len(sent - set(cells))
+    dup = len(cells) - len(set(cells))
+    complete = {k for k in sent_keys if all((k, b) in set(cells) for b in range(num_envs))}
+    print(f'\nchunks sent {len(sent_keys)} / stored {len(complete)} / lost {lost} rows / duplicated {dup} rows')
+    return lost, dup, len(complete)
 
 
 def expected_keys(steps, chunks, ranks=(0,)):
     return [(s, 0, r, 0, c) for s in range(steps) for r in ranks for c in range(chunks)]
 
 
-def test_collector_and_writer_killed_and_restarted(tmp_path):
+@pytest.mark.parametrize('collector', [{}, {'mode': 'pipeline', 'num_actors': 2}], ids=['rollout', 'pipeline_2_actors'])
+def test_collector_and_writer_killed_and_restarted(tmp_path, collector):
     mid_run = []
 
     def chaos(ctl):
@@ -48,10 +59,12 @@ def test_collector_and_writer_killed_and_restarted(tmp_path):
         mid_run.append(ctl.procs_['env_0'].poll() is None)
         ctl.kill('writer')             # SIGKILL: received but not yet stored trajectories are gone
         time.sleep(1)
-        ctl.restart('writer')          # the collector resends; the writer dedupes by key
+        ctl.restart('writer')          # the collector resends; the writer dedupes by identity
 
     steps = 20
-    r = sc.run_ros(params(tmp_path, steps=steps), 1, str(tmp_path), quiet=True, chaos=chaos)
+    p = params(tmp_path, steps=steps)
+    p['trajectory_collector_node'].update(collector)
+    r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos)
     assert mid_run == [True, True], 'the faults must hit a running collection'
     assert r['exit_codes']['env_0'] == 0
     lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))

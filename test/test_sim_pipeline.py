@@ -1,6 +1,7 @@
 """End to end: 2 env nodes x 2 envs, 2 epochs x 3 chunks, real DDS between processes; the
 replay buffer the pipeline writes equals, tensor for tensor, the in-process run of the same
 workers from the same seeds, and every key is stored exactly once."""
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rl_traj_ros.core.schema import TrajectoryKey
 from rl_traj_ros.core.storage import load_trajectory
 from rl_traj_ros.pipelines import sim_collect as sc
 
@@ -31,26 +33,74 @@ def stored(directory):
             for i in index['trajectory_ids']]
 
 
-def test_ros_pipeline_equals_in_process_run(tmp_path):
-    r = sc.run_ros(params(tmp_path / 'ros', collect=True), 2, str(tmp_path / 'ros'), quiet=True)
+def by_identity(directory):
+    """{identity without run_id: (cells, data)} of a stored buffer, and every stored cell."""
+    from rl_traj_ros.core.delivery import TrajectoryId
+    from rl_traj_ros.core.schema import TrajectoryKey
+    out, cells = {}, []
+    for entry, data in stored(directory):
+        ident = TrajectoryId.from_json(entry['identity'])
+        mine = ident.cells([TrajectoryKey.from_tuple(k) for k in entry['keys']])
+        cells += mine
+        out[dataclasses.replace(ident, run_id='')] = (mine, data)
+    return out, cells
+
+
+# every collector configuration the README offers, over real DDS with two env nodes
+CONFIGS = {
+    'rollout': {},
+    'rollout_2_shards': {'num_shards': 2},
+    'pipeline_2_actors': {'mode': 'pipeline', 'num_actors': 2},
+    'pipeline_micro_batches_shuffled_normalized': {'mode': 'pipeline', 'num_actors': 2, 'micro_batch_size': 1,
+                                                   'shuffle_micro_batches': True, 'normalize_advantages': True},
+    'lerobot_2_envs_only_success': {'mode': 'lerobot', 'only_success': True},
+}
+
+
+@pytest.mark.parametrize('config', list(CONFIGS))
+def test_ros_pipeline_equals_in_process_run(tmp_path, config):
+    """Nothing lost, nothing duplicated, identical buffers: the ROS run against the in-process
+    run of the same YAML (which takes the writer node's ExactlyOnceSink path)."""
+    collect = config == 'rollout'
+    pr, pi = params(tmp_path / 'ros', collect=collect), params(tmp_path / 'ref')
+    for p in (pr, pi):
+        p['trajectory_collector_node'].update(CONFIGS[config])
+    r = sc.run_ros(pr, 2, str(tmp_path / 'ros'), quiet=True)
     assert not r['failed'] and all(c in (0, -2) for c in r['exit_codes'].values()), r['exit_codes']
-    ref = sc.run_inprocess(params(tmp_path / 'ref'), 2, str(tmp_path / 'ref'))
+    ref = sc.run_inprocess(pi, 2, str(tmp_path / 'ref'))
     assert r['chunks'] == ref['chunks'] == 12
-    assert r['collector']['joined'] == 12 and r['collector']['rejected'] == 0 and r['collector']['pending_keys'] == 0
-    got, want = stored(tmp_path / 'ros' / 'replay_buffer'), stored(tmp_path / 'ref' / 'replay_buffer')
-    assert len(got) == len(want) == 2  # one Trajectory per source and step
-    keys = [tuple(k) for entry, _ in got for k in entry['keys']]
-    expected = {(0, e, r_, 0, c) for r_ in (0, 1) for e in (0, 1) for c in range(3)}
-    assert len(keys) == len(set(keys)) == 12 and set(keys) == expected  # every key exactly once
-    by_keys = {tuple(map(tuple, e['keys'])): d for e, d in want}
-    for entry, data in got:
-        ref_data = by_keys[tuple(map(tuple, entry['keys']))]
-        assert set(data) == set(ref_data)
+    col, wr = r['collector'], r['writer']
+    assert col['joined'] == 12 and col['rejected'] == 0 and col['pending_keys'] == 0 and col['unacked'] == 0
+    assert wr['rejected'] == 0 and wr['duplicates'] == 0 and wr['stored'] == ref['writer']['stored'] > 0
+    got, got_cells = by_identity(tmp_path / 'ros' / 'replay_buffer')
+    want, want_cells = by_identity(tmp_path / 'ref' / 'replay_buffer')
+    assert len(got_cells) == len(set(got_cells))                                 # nothing duplicated
+    every = {(TrajectoryKey(0, e, r_, 0, c), b) for r_ in (0, 1) for e in (0, 1) for c in range(3) for b in (0, 1)}
+    if CONFIGS[config].get('mode', 'rollout') != 'lerobot':
+        assert set(got_cells) == every and col['unsettled_keys'] == 0             # nothing lost
+    else:  # stored episodes; the rest were dropped (not successful) or are still open
+        assert set(got_cells) <= every and col['unsettled_keys'] == ref['collector']['unsettled_keys']
+    assert set(got) == set(want)                                                  # the same trajectories
+    for ident, (cells, data) in got.items():
+        ref_cells, ref_data = want[ident]
+        assert cells == ref_cells and set(data) == set(ref_data)
         for k in data:
-            assert torch.equal(data[k], ref_data[k]), k
-    # episodes recorded by the env nodes' CollectEpisode
-    pkls = list((tmp_path / 'ros' / 'collected_data').glob('env_*/*.pkl'))
-    assert len(pkls) == r['episodes'] > 0
+            assert torch.equal(data[k], ref_data[k]), (ident, k)
+    if collect:  # episodes recorded by the env nodes' CollectEpisode
+        pkls = list((tmp_path / 'ros' / 'collected_data').glob('env_*/*.pkl'))
+        assert len(pkls) == r['episodes'] > 0
+
+
+def test_a_second_run_into_the_same_buffer_directory_appends(tmp_path):
+    """Step ids repeat across runs: the run id keeps them apart, nothing is counted a duplicate."""
+    out = tmp_path / 'shared'
+    for _ in range(2):
+        p = params(out)
+        p['trajectory_collector_node'].update(num_shards=2)
+        r = sc.run_ros(p, 2, str(tmp_path / f'work{_}'), quiet=True)
+        assert r['writer']['duplicates'] == 0 and r['writer']['stored'] == 4, r['writer']
+    index = json.loads((out / 'replay_buffer' / 'trajectory_index.json').read_text())
+    assert len(index['trajectory_ids']) == 8 and len({e['identity']['run_id'] for e in index['trajectories'].values()}) == 2
 
 
 def test_runner_cli_in_process(tmp_path):
