@@ -26,30 +26,23 @@ ARGS = {
 
 
 def _nodes(context):
+    """The CLI's effective parameters (``load_params`` + ``apply_overrides``), given to each node
+    as its own dict: a YAML file next to a ``/**`` override would let the file's
+    ``/**/<node>`` sections win over the launch arguments."""
+    from rl_traj_ros.pipelines.sim_collect import DEFAULT_OUTPUT_ROOT, apply_overrides, load_params
     arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
     if not arg['output_dir']:
         from rl_traj_ros.pipelines.run_dir import new_run_dir
-        from rl_traj_ros.pipelines.sim_collect import DEFAULT_OUTPUT_ROOT
         arg['output_dir'] = str(new_run_dir(DEFAULT_OUTPUT_ROOT))
     n_env = int(arg['num_env_nodes'])
-    num_envs = int(arg['num_envs'])
-    per_node = -(-int(arg['episodes']) // n_env)
-    shared = {'num_envs': num_envs}
-    nodes = [
-        Node(package='rl_traj_ros', executable='replay_buffer_writer_node', name='replay_buffer_writer_node',
-             parameters=[arg['config'], {'output_dir': os.path.join(arg['output_dir'], 'replay_buffer')}],
-             output='screen'),
-        Node(package='rl_traj_ros', executable='trajectory_collector_node', name='trajectory_collector_node',
-             parameters=[arg['config'], shared, {'env_ranks': list(range(n_env))}], output='screen'),
-        Node(package='rl_traj_ros', executable='policy_node', name='policy_node',
-             parameters=[arg['config'], shared, {'policy': arg['policy']}], output='screen'),
-    ]
+    params = apply_overrides(load_params(arg['config']), n_env, num_envs=int(arg['num_envs']),
+                             episodes=int(arg['episodes']), output_dir=arg['output_dir'], policy=arg['policy'])
+    nodes = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
+             for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]
     for rank in range(n_env):
-        nodes.append(Node(
-            package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace=f'env_{rank}',
-            parameters=[arg['config'], shared, {'env_rank': rank, 'target_successes': per_node,
-                                                'collect_dir': os.path.join(arg['output_dir'], 'collected_data')}],
-            output='screen'))
+        nodes.append(Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node',
+                          namespace=f'env_{rank}', parameters=[{**params['franka_env_node'], 'env_rank': rank}],
+                          output='screen'))
     return nodes
 
 
