@@ -5,8 +5,9 @@ chunks per step) to a real trajectory_collector_node and replay_buffer_writer_no
 at most 200 chunk keys unacknowledged (the policy node's backpressure, via the collector's
 KeyAck), and samples both processes' RSS every 1,500 chunks. The anchor is the node's own
 RSS after warm-up (2,500 chunks): what the protocol keeps per chunk (completed keys, row
-ledger, identity index) must not grow with the run; the buffer index grows by one JSON text
-of a few hundred bytes per stored trajectory.
+ledger, identity index) must not grow with the run once the writer's identity window
+(``--dedupe-window`` trajectories) is full; the buffer index grows by one JSON text of a few
+hundred bytes per stored trajectory (L=25 chunks).
 
     bash -c 'source env.sh && python bench/bench_long_run_memory.py [--chunks 10500]'
 """
@@ -28,6 +29,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument('--chunks', type=int, default=10500)
     ap.add_argument('--max-unacked', type=int, default=200)
+    ap.add_argument('--dedupe-window', type=int, default=100,
+                    help="the writer's in-memory identity window (node default 1024 = 25,600 chunks of this shape, "
+                         'so a default-window run plateaus only after that)')
     args = ap.parse_args()
     import psutil
     import rclpy
@@ -43,7 +47,8 @@ def main() -> None:
     common = ['-p', f'chunks_per_epoch:={L}', '-p', f'num_envs:={B}', '-p', 'stats_period_s:=0.0']
     procs = {
         'writer': subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.replay_buffer_writer_node', '--ros-args',
-                                    '-p', f'output_dir:={out}/buf', '-p', 'cache_size:=2'],
+                                    '-p', f'output_dir:={out}/buf', '-p', 'cache_size:=2',
+                                    '-p', f'dedupe_window:={args.dedupe_window}'],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT),
         'collector': subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.trajectory_collector_node',
                                        '--ros-args', *common, '-p', f'run_id:={new_run_id()}'],
@@ -98,7 +103,8 @@ def main() -> None:
     dt = time.monotonic() - t0
     warm = next(s for s in samples if s[0] >= 2500)
     last = samples[-1]
-    print(f'\n{sent} chunks in {dt:.0f} s ({sent / dt:.0f} chunks/s), {len(acked)} acknowledged end to end')
+    print(f'\n{sent} chunks in {dt:.0f} s ({sent / dt:.0f} chunks/s), {len(acked)} acknowledged end to end; '
+          f'writer dedupe_window {args.dedupe_window} trajectories = {args.dedupe_window * L} chunks')
     for n in procs:
         growth = last[1][n] - warm[1][n]
         print(f'{n:<9} RSS after warm-up ({warm[0]} chunks) {warm[1][n]:6.1f} MB, at {last[0]} chunks '

@@ -25,6 +25,7 @@ import torch
 from .background import BackgroundWriter, QueueFull
 from .storage import (FORMATS, BufferFileError, atomic_write, atomic_write_json, copy_file_durably, load_trajectory, plain_copy,
                       read_json, save_trajectory, trajectory_filename)
+from .delivery import TrajectoryId
 from .schema import TrajectoryKey
 from .trajectory import Trajectory
 
@@ -316,10 +317,9 @@ class TrajectoryReplayBuffer:
     def total_samples(self) -> int:
         return self._total_samples
 
-    def stored_identities(self, newest: int = 0) -> list[tuple['TrajectoryId', list[TrajectoryKey]]]:
+    def stored_identities(self, newest: int = 0) -> list[tuple[TrajectoryId, list[TrajectoryKey]]]:
         """(identity, chunk keys) of the newest ``newest`` indexed trajectories that have an
         identity (0 = all): what an ``ExactlyOnceSink`` restores on start."""
-        from .delivery import TrajectoryId
         with self._lock:
             records = [e.to_json() for e in (self._entries[-newest:] if newest else self._entries)]
         return [(TrajectoryId.from_json(r['identity']), [TrajectoryKey.from_tuple(k) for k in r.get('keys', [])])
