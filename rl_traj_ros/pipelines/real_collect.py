@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from ..core.delivery import new_run_id
 from . import sim_collect as sc
 from .run_dir import new_run_dir
 
@@ -62,7 +63,8 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
         'policy_node': {**common, 'policy': 'zero', 'state_dim': 21, 'hidden': 64, 'use_images': False,
                         'weights': '', 'collect_transitions': False},
         'trajectory_collector_node': {**common, 'mode': 'lerobot', 'env_ranks': [0], 'only_success': True,
-                                      'success_reward': 0.5, 'collect_transitions': False},
+                                      'success_reward': 0.5, 'collect_transitions': False,
+                                      'run_id': new_run_id(f'{Path(run_dir).name}-')},
         'replay_buffer_writer_node': {**common, 'output_dir': str(demos), 'trajectory_format': 'pt',
                                       'cache_size': 5, 'sample_window_size': 0},
     }
@@ -79,8 +81,8 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
 
 
 def next_step_id(demos: Path) -> int:
-    """Appending to existing demos: continue after their highest step_id, so every chunk key is
-    new (the writer drops keys it already stored)."""
+    """Appending to existing demos: continue after their highest step_id, so chunk keys stay
+    unique across runs in one demos directory (runs are also kept apart by their run_id)."""
     index = demos / 'trajectory_index.json'
     if not index.exists():
         return 0
