@@ -86,7 +86,10 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
+    # explicitly for SIGINT too: a process started in the background of a script (`node &`)
+    # inherits SIGINT as ignored, and Python then installs no KeyboardInterrupt handler
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
     node = None
     rc = 0
     try:

@@ -168,6 +168,8 @@ class FrankaEnvNode(Node):
                 self._waiting_for = req.sources
                 self._reply.clear()
                 while self.pub_req.get_subscription_count() == 0 and rclpy.ok():
+                    if self._stop.is_set():  # Ctrl-C while no policy node is up: stop at once
+                        return
                     time.sleep(0.05)  # wait for the policy node to be discovered
                 if self._t_first is None:
                     self._t_first = time.monotonic()
