@@ -15,6 +15,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from rl_traj_ros.pipelines.launch_support import supervise
 from rl_traj_ros.pipelines.real_collect import check_config, node_params
 from rl_traj_ros.pipelines.run_dir import new_run_dir
 
@@ -26,6 +27,8 @@ ARGS = {
     'teleop': ('', "override the device: 'spacemouse' or 'gello'"),
     'gello_port': ('', 'override gello_port'),
     'demos_dir': ('', 'append to this demos directory'),
+    'log_dir': ('', 'override log_dir: runs go to <log_dir>/<timestamp>/'),
+    'hid_udp_port': ('', 'SpaceMouse: take raw HID reports from this UDP port (0/empty: the USB device)'),
 }
 EXECUTABLES = {'franka_env_node': 'env_0', 'policy_node': None, 'trajectory_collector_node': None,
                'replay_buffer_writer_node': None}
@@ -36,19 +39,23 @@ def _nodes(context):
     cfg = yaml.safe_load(open(arg['config'])) or {}
     if arg['teleop']:
         cfg['use_spacemouse'], cfg['use_gello'] = arg['teleop'] == 'spacemouse', arg['teleop'] == 'gello'
-    for key in ('robot_ip', 'gello_port', 'demos_dir'):
+    for key in ('robot_ip', 'gello_port', 'demos_dir', 'log_dir'):
         if arg[key]:
             cfg[key] = arg[key]
     if arg['num_data_episodes']:
         cfg['num_data_episodes'] = int(arg['num_data_episodes'])
+    if arg['hid_udp_port'] and int(arg['hid_udp_port']):
+        cfg.setdefault('spacemouse', {})['hid_udp_port'] = int(arg['hid_udp_port'])
     check_config(cfg)
     params, teleop = node_params(cfg, new_run_dir(cfg.get('log_dir', 'logs')))
-    nodes = [Node(package='rl_traj_ros', executable=name, name=name, namespace=ns, parameters=[params[name]],
-                  output='screen') for name, ns in EXECUTABLES.items()]
-    for name, (module, ros_args) in teleop.items():
-        nodes.append(Node(package='rl_traj_ros', executable=module, name=module, output='screen',
-                          arguments=['--ros-args', *ros_args]))
-    return nodes
+    nodes = {name: Node(package='rl_traj_ros', executable=name, name=name, namespace=ns, parameters=[params[name]],
+                        output='screen') for name, ns in EXECUTABLES.items()}
+    teleops = [Node(package='rl_traj_ros', executable=module, name=module, output='screen',
+                    arguments=['--ros-args', *ros_args]) for module, ros_args in teleop.values()]
+    env = nodes.pop('franka_env_node')
+    # exit 0 once the demos are stored; exit 1 when the teleop device, the robot or a node fails
+    # (the env node itself never moves the robot without a teleop device: require_teleop)
+    return [*nodes.values(), *teleops, env, *supervise([env], [*nodes.values(), *teleops])]
 
 
 def generate_launch_description():

@@ -3,7 +3,9 @@
     ros2 launch rl_traj_ros sim_collect.launch.py num_env_nodes:=2 num_envs:=4 episodes:=20 \
         output_dir:=/data/run1 policy:=expert
 
-Same nodes and the same config/sim_collect.yaml as `python -m rl_traj_ros.cli run sim_collect`.
+Same nodes and the same config/sim_collect.yaml as `python -m rl_traj_ros.cli run sim_collect`,
+and like it the launch ends by itself: exit 0 once the env nodes are done and the writer stored
+everything, exit 1 with the reason when a node fails.
 """
 import os
 
@@ -37,13 +39,14 @@ def _nodes(context):
     n_env = int(arg['num_env_nodes'])
     params = apply_overrides(load_params(arg['config']), n_env, num_envs=int(arg['num_envs']),
                              episodes=int(arg['episodes']), output_dir=arg['output_dir'], policy=arg['policy'])
-    nodes = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
-             for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]
-    for rank in range(n_env):
-        nodes.append(Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node',
-                          namespace=f'env_{rank}', parameters=[{**params['franka_env_node'], 'env_rank': rank}],
-                          output='screen'))
-    return nodes
+    from rl_traj_ros.pipelines.launch_support import supervise
+    services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
+                for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]
+    envs = [Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace=f'env_{rank}',
+                 parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen')
+            for rank in range(n_env)]
+    # ends with exit 0 once the env nodes are done and everything is stored; 1 if a node fails
+    return services + envs + supervise(envs, services)
 
 
 def generate_launch_description():

@@ -48,15 +48,20 @@ def evaluate(name, **args):
             e.execute(ctx)  # defaults
     ctx.launch_configurations.update({k: str(v) for k, v in args.items()})
     out = {}
+    from launch_ros.actions import Node
     for op in (e for e in ld.entities if isinstance(e, OpaqueFunction)):
         for node in op.execute(ctx):
+            if not isinstance(node, Node):
+                continue  # event handlers (launch_support.supervise)
             node._perform_substitutions(ctx)
             params = {}
             for path, is_file in node._Node__expanded_parameter_arguments:
                 doc = yaml.load(open(path), Loader=_ParamsLoader) if is_file else path
                 for section in doc.values():
                     params.update(section.get('ros__parameters', {}))
-            out[(node.expanded_node_namespace, node._Node__node_name)] = params
+            args = [a if isinstance(a, str) else ''.join(x.perform(ctx) for x in a)
+                    for a in (node._Node__arguments or [])]
+            out[(node.expanded_node_namespace, node._Node__node_name)] = {**params, '_arguments': args}
     return out
 
 
@@ -90,28 +95,59 @@ sys.exit(ls.run())
 '''
 
 
-def test_sim_launch_runs_and_stores_where_output_dir_says(tmp_path):
-    out = tmp_path / 'run'
-    p = subprocess.Popen([sys.executable, '-c', RUN, str(ROOT / 'launch' / 'sim_collect.launch.py'),
-                          f'output_dir:={out}', 'episodes:=1', 'policy:=expert'], cwd=tmp_path,
+def launch(name, cwd, *args, timeout=240):
+    """Run a launch file with a real LaunchService until it ends by itself: (exit code, log)."""
+    p = subprocess.Popen([sys.executable, '-c', RUN, str(ROOT / 'launch' / name), *args], cwd=cwd,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                          env={**os.environ, 'MUJOCO_GL': 'egl'})
-    index = out / 'replay_buffer' / 'trajectory_index.json'
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and p.poll() is None:
-            if index.exists() and json.loads(index.read_text())['trajectory_ids']:
-                break
-            time.sleep(1)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGINT)
+        log, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGINT)
         try:
             log, _ = p.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             log, _ = p.communicate()
-    assert index.exists(), log[-3000:]
-    entry = next(iter(json.loads(index.read_text())['trajectories'].values()))
+        pytest.fail(f'{name} did not end by itself within {timeout} s:\n{log[-3000:]}')
+    return p.returncode, log
+
+
+def test_sim_launch_stores_where_output_dir_says_and_ends_when_done(tmp_path):
+    out = tmp_path / 'run'
+    t0 = time.monotonic()
+    rc, log = launch('sim_collect.launch.py', tmp_path, f'output_dir:={out}', 'episodes:=1', 'policy:=expert')
+    took = time.monotonic() - t0
+    print(f'\nsim_collect.launch.py ended by itself after {took:.0f} s with exit {rc}')
+    assert rc == 0, log[-3000:]
+    assert '[drain] everything stored' in log
+    index = json.loads((out / 'replay_buffer' / 'trajectory_index.json').read_text())
+    entry = next(iter(index['trajectories'].values()))
     assert entry['identity']['run_id'] and entry['identity']['mode'] == 'rollout'
     assert not (tmp_path / 'outputs').exists()  # nothing went to the YAML's default directory
+
+
+def test_real_launch_arguments_reach_the_nodes_they_name(tmp_path):
+    got = evaluate('real_collect.launch.py', robot_ip='127.0.0.9', num_data_episodes=3, log_dir=tmp_path / 'logs',
+                   hid_udp_port=27123, demos_dir=tmp_path / 'demos')
+    env = got[('/env_0', 'franka_env_node')]
+    assert env['robot_ip'] == '127.0.0.9' and env['target_successes'] == 3 and env['require_teleop']
+    assert env['collect_dir'].startswith(str(tmp_path / 'logs'))
+    writer = got[('<node_namespace_unspecified>', 'replay_buffer_writer_node')]
+    assert writer['output_dir'] == str(tmp_path / 'demos')
+    sm = got[('<node_namespace_unspecified>', 'spacemouse_teleop_node')]
+    assert 'hid_udp_port:=27123' in sm['_arguments']
+
+
+def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(tmp_path):
+    """teleop:=gello without a Dynamixel: the GELLO node dies; the launch must end non-zero with
+    the reason, and the env node must not have moved the robot (robot unreachable here too:
+    either way nothing is sent)."""
+    rc, log = launch('real_collect.launch.py', tmp_path, 'teleop:=gello', 'gello_port:=/dev/does-not-exist',
+                     'robot_ip:=127.0.0.254', f'log_dir:={tmp_path / "logs"}', timeout=120)
+    assert rc == 1, log[-3000:]
+    assert 'Caught exception in launch' in log and 'exited with' in log, log[-3000:]
+    assert 'required node gello_teleop_node' in log or 'franka_env_node' in log.split('Caught exception')[1], log[-3000:]
+    done = [line for line in log.splitlines() if '] done:' in line]
+    assert all('chunks=0 episodes=0' in line for line in done), done  # not a single chunk executed
+    assert not list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))

@@ -42,3 +42,17 @@ def test_env_node_without_a_policy_node_stops_on_sigint(inherited):
     assert p.returncode == 0, log[-3000:]
     assert took < 15, log[-3000:]
     assert 'Traceback' not in log and 'InvalidHandle' not in log and 'EGL_NOT_INITIALIZED' not in log, log[-3000:]
+
+
+def test_env_node_that_requires_teleop_never_moves_without_a_device():
+    """teleop:=gello without a Dynamixel: the teleop node dies, nobody publishes Interventions;
+    the env node must not reset (move home) or step, and must fail with the reason."""
+    p = subprocess.run([sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args',
+                        '-p', 'image_obs:=false', '-p', 'collect_episodes:=false', '-p', 'camera_topic_rate_hz:=0.0',
+                        '-p', 'teleop_only:=true', '-p', 'require_teleop:=true', '-p', 'teleop_timeout_s:=2.0',
+                        '-p', 'topic_prefix:=/teleop_gate_test'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, 'MUJOCO_GL': 'egl'})
+    log = p.stdout + p.stderr
+    assert p.returncode == 1, log[-3000:]
+    assert 'no teleop device on /teleop_gate_test/intervention within 2.0 s' in log
+    assert 'chunks=0 episodes=0' in log  # not a single chunk executed

@@ -62,6 +62,10 @@ class FrankaEnvNode(Node):
             'control_dt': (0.1, 'franky: control period (s)'),
             'task_description': ('pick up the cube', 'recorded task (record_task_description)'),
             'teleop_only': (False, 'demonstrations: execute the teleop action every step, flags all 1'),
+            'require_teleop': (False, 'never move without a teleop device: wait for an Intervention publisher '
+                                      'before the first motion (reset included) and before every chunk'),
+            'teleop_timeout_s': (30.0, 'require_teleop: fail (exit 1, nothing moved) when no teleop device '
+                                       'publishes for this long'),
             'collect_episodes': (False, 'record episodes with CollectEpisode'),
             'collect_dir': ('outputs/collected_data', 'CollectEpisode save_dir (env_<rank> appended)'),
             'export_format': ('lerobot', "'lerobot' or 'pickle'"),
@@ -86,7 +90,8 @@ class FrankaEnvNode(Node):
         self.pub_cam = self.create_publisher(Image, 'camera/front', SIDE_QOS)
         self.pub_joints = self.create_publisher(JointState, 'joint_states', SIDE_QOS)  # env 0, e.g. for GELLO
         self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
-        self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention, TELEOP_QOS)
+        self.sub_teleop = self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
+                                                   TELEOP_QOS)
         self._reply = threading.Event()
         self._actions = None
         self._waiting_for = None
@@ -155,6 +160,8 @@ class FrankaEnvNode(Node):
         try:
             self.env = self._make_env()
             self.worker = EnvWorker(self.cfg, self.env, self._intervention)
+            if not self._teleop_present():  # before reset: resetting moves the robot home
+                return
             gen = self.worker.run()
             req = next(gen)
             while rclpy.ok() and not self._stop.is_set():
@@ -187,6 +194,8 @@ class FrankaEnvNode(Node):
                         raise TimeoutError(f'no action chunk for {req.sources[0].key.as_tuple()} within '
                                            f"{self.p['reply_timeout_s']} s")
                 self._wait_s += time.monotonic() - t_sent
+                if not self._teleop_present():  # the operator's device went away: no further motion
+                    return
                 req = gen.send(self._actions)
                 self._progress()
         except Exception as e:  # noqa: BLE001
@@ -203,6 +212,26 @@ class FrankaEnvNode(Node):
                   f'loop_s={self._t_last - (self._t_first or self._t_last):.3f} wait_s={self._wait_s:.3f}',
                   flush=True)
             self.finished = True
+
+    def _teleop_present(self) -> bool:
+        """With ``require_teleop``: True once a teleop device publishes Interventions; waits up to
+        ``teleop_timeout_s``, then fails the node (exit 1) with the reason. Nothing moves meanwhile."""
+        if not self.p['require_teleop'] or self.sub_teleop.get_publisher_count() > 0:
+            return True
+        name = self.sub_teleop.topic_name
+        self.get_logger().warn(f'no teleop device publishes on {name}: holding the robot still '
+                               f"(up to {self.p['teleop_timeout_s']} s)")
+        deadline = time.monotonic() + self.p['teleop_timeout_s']
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if self.sub_teleop.get_publisher_count() > 0:
+                self.get_logger().info(f'teleop device on {name}: moving')
+                return True
+            time.sleep(0.1)
+        if not self._stop.is_set():
+            self.get_logger().error(f"no teleop device on {name} within {self.p['teleop_timeout_s']} s: stopping "
+                                    'without sending a motion command (is the SpaceMouse/GELLO connected?)')
+            self.exit_code = 1
+        return False
 
     def _progress(self) -> None:
         s = self.worker.stats

@@ -49,7 +49,7 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
                             'rot_tolerance': float(cfg.get('rot_tolerance', 0.25)),
                             'success_hold_steps': int(cfg['success_hold_steps']),
                             'action_scale': [float(x) for x in cfg.get('action_scale', [0.05, 0.2])],
-                            'no_gripper': bool(cfg.get('no_gripper', False)), 'teleop_only': True,
+                            'no_gripper': bool(cfg.get('no_gripper', False)), 'teleop_only': True, 'require_teleop': True,
                             'num_steps': 0, 'start_step': start_step,
                             'target_successes': int(cfg['num_data_episodes']),
                             'max_episode_steps': int(cfg.get('max_episode_steps', 300)),

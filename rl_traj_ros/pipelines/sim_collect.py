@@ -143,21 +143,6 @@ def rollout_config(pe: dict, rank: int):
 
 
 # -- as ROS 2 processes --------------------------------------------------------------------------
-def _stats(node, client_name: str) -> dict[str, float]:
-    import rclpy
-    from .. import srv as S
-    cli = node.create_client(S.GetStats, client_name)
-    try:
-        if not cli.wait_for_service(timeout_sec=5.0):
-            return {}
-        fut = cli.call_async(S.GetStats.Request())
-        rclpy.spin_until_future_complete(node, fut, timeout_sec=10.0)
-        r = fut.result()
-        return dict(zip(r.names, r.values)) if r is not None else {}
-    finally:
-        node.destroy_client(cli)
-
-
 def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             drain_timeout_s: float = 120.0, chaos=None, extra_env: Optional[dict] = None,
             wrap: Optional[dict[str, list[str]]] = None,
@@ -230,15 +215,8 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             procs[n].wait()
         failed = [n for n in procs if procs[n].poll() not in (None, 0)]
         # drain: everything the collector flushed is stored, nothing is pending
-        deadline = time.monotonic() + (drain_timeout_s if not failed else 0.0)
-        col, wr = {}, {}
-        while time.monotonic() < deadline:
-            col = _stats(node, '/trajectory_collector_node/get_stats')
-            wr = _stats(node, '/replay_buffer_writer_node/get_stats')
-            if col and wr and col.get('pending_keys', 1) == 0 and col.get('unacked', 1) == 0 \
-                    and col.get('published', 0) > 0:
-                break
-            time.sleep(0.5)
+        from .drain import wait_stored
+        _, col, wr = wait_stored(node, drain_timeout_s if not failed else 0.0)
         wall = time.monotonic() - t0
     finally:
         for name, p in procs.items():

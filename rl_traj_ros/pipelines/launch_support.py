@@ -1,0 +1,70 @@
+"""What the launch files share (needs `launch`/`launch_ros`): end when the job is done, fail
+when a required node dies.
+
+- Once every env node exited 0, ``python -m rl_traj_ros.pipelines.drain`` waits until the
+  writer stored everything the collector flushed; then the launch shuts down (every node gets
+  SIGINT and flushes) and ``ros2 launch`` exits 0, like the CLI.
+- An env node that exits non-zero, a required node (teleop device, writer, collector, policy)
+  that exits before the job is done, or a drain that times out fails the launch: the reason
+  is logged and ``ros2 launch`` exits 1. The env node itself never moves the robot without its
+  teleop device (``require_teleop``), so a dead teleop node stops the run before any motion.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from launch.actions import ExecuteProcess, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.event_handlers import OnProcessExit
+
+
+class RequiredNodeFailed(RuntimeError):
+    """Raised inside the launch: LaunchService logs it, shuts down and returns 1."""
+
+
+def _fail(reason: str) -> OpaqueFunction:
+    def raise_(context):
+        raise RequiredNodeFailed(reason)
+    return OpaqueFunction(function=raise_)
+
+
+def supervise(env_nodes: Sequence, required: Sequence, drain_timeout_s: float = 120.0) -> list:
+    """Event handlers that end the launch with the job (exit 0) or with a failure (exit 1)."""
+    exited: dict[int, int] = {}
+    state = {'done': False, 'failed': False}
+
+    def fail(reason: str) -> list:
+        if state['failed']:
+            return []
+        state['failed'] = True
+        return [_fail(reason)]
+    drain = ExecuteProcess(cmd=[sys.executable, '-m', 'rl_traj_ros.pipelines.drain', '--timeout-s',
+                                str(drain_timeout_s)], name='drain', output='screen')
+
+    def on_env_exit(event, context):
+        exited[id(event.action)] = event.returncode
+        if context.is_shutdown:
+            return None  # Ctrl-C or another node's failure: every node is being stopped
+        if event.returncode != 0:
+            return fail(f'{event.action.name} exited with {event.returncode}: the collection failed '
+                        '(see its log above)')
+        if len(exited) == len(env_nodes):
+            state['done'] = True
+            return [drain]
+        return None
+
+    def on_required_exit(event, context):
+        if state['done'] or context.is_shutdown:
+            return None  # the job is over, or Ctrl-C: nodes stop because the launch shuts down
+        return fail(f'required node {event.action.name} exited with {event.returncode} before the job was '
+                    'done; nothing is collected without it')
+
+    def on_drain_exit(event, context):
+        if event.returncode != 0:
+            return fail('collection finished but not everything was stored in time (see [drain] above)')
+        return [Shutdown(reason='collection done, everything stored')]
+
+    handlers = [RegisterEventHandler(OnProcessExit(target_action=n, on_exit=on_env_exit)) for n in env_nodes]
+    handlers += [RegisterEventHandler(OnProcessExit(target_action=n, on_exit=on_required_exit)) for n in required]
+    handlers.append(RegisterEventHandler(OnProcessExit(target_action=drain, on_exit=on_drain_exit)))
+    return handlers
