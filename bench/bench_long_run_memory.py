@@ -90,8 +90,9 @@ def main() -> None:
                         ex.spin_once(timeout_sec=0.05)
                     samples.append((sent, {n: psutil.Process(p.pid).memory_info().rss / 2 ** 20
                                            for n, p in procs.items()}))
-                    print(f"chunks {sent:6d}  acked {len(acked):6d}  RSS collector "
-                          f"{samples[-1][1]['collector']:6.1f} MB  writer {samples[-1][1]['writer']:6.1f} MB", flush=True)
+                    rss = samples[-1][1]
+                    print(f"chunks {sent:6d}  acked {len(acked):6d}  RSS collector {rss['collector']:6.1f} MB  "
+                          f"writer {rss['writer']:6.1f} MB", flush=True)
             step += 1
     finally:
         for p in procs.values():

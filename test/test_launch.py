@@ -147,7 +147,8 @@ def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(t
                      'robot_ip:=127.0.0.254', f'log_dir:={tmp_path / "logs"}', timeout=120)
     assert rc == 1, log[-3000:]
     assert 'Caught exception in launch' in log and 'exited with' in log, log[-3000:]
-    assert 'required node gello_teleop_node' in log or 'franka_env_node' in log.split('Caught exception')[1], log[-3000:]
+    reason = log.split('Caught exception in launch')[1].splitlines()[0]
+    assert 'gello_teleop_node' in reason or 'franka_env_node' in reason, log[-3000:]
     done = [line for line in log.splitlines() if '] done:' in line]
     assert all('chunks=0 episodes=0' in line for line in done), done  # not a single chunk executed
     assert not list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))

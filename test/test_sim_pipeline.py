@@ -99,7 +99,8 @@ def test_a_second_run_into_the_same_buffer_directory_appends(tmp_path):
         r = sc.run_ros(p, 2, str(tmp_path / f'work{_}'), quiet=True)
         assert r['writer']['duplicates'] == 0 and r['writer']['stored'] == 4, r['writer']
     index = json.loads((out / 'replay_buffer' / 'trajectory_index.json').read_text())
-    assert len(index['trajectory_ids']) == 8 and len({e['identity']['run_id'] for e in index['trajectories'].values()}) == 2
+    runs = {e['identity']['run_id'] for e in index['trajectories'].values()}
+    assert len(index['trajectory_ids']) == 8 and len(runs) == 2
 
 
 def test_runner_cli_in_process(tmp_path):

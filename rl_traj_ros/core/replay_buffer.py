@@ -23,8 +23,8 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 import torch
 
 from .background import BackgroundWriter, QueueFull
-from .storage import (FORMATS, BufferFileError, atomic_write, atomic_write_json, copy_file_durably, load_trajectory, plain_copy,
-                      read_json, save_trajectory, trajectory_filename)
+from .storage import (FORMATS, BufferFileError, atomic_write, atomic_write_json, copy_file_durably, load_trajectory,
+                      plain_copy, read_json, save_trajectory, trajectory_filename)
 from .delivery import TrajectoryId
 from .schema import TrajectoryKey
 from .trajectory import Trajectory
