@@ -19,11 +19,13 @@ ARGS = {
     'config': (os.path.join(get_package_share_directory('rl_traj_ros'), 'config', 'sim_collect.yaml'),
                'params file of every node'),
     'num_env_nodes': ('1', 'env nodes (env_rank 0..N-1), each in namespace env_<rank>'),
-    'num_envs': ('2', 'parallel envs per env node'),
-    'episodes': ('10', 'successful episodes to collect in total'),
+    'num_envs': ('', "parallel envs per env node (empty: the YAML's num_envs)"),
+    'episodes': ('', "successful episodes to collect in total (empty: the YAML's target_successes per env node)"),
     'output_dir': ('', 'replay buffer and collected datasets go here '
                        '(default: outputs/sim_collect/<timestamp>/, new every run)'),
-    'policy': ('expert', "'expert' (scripted) or 'mlp'"),
+    'policy': ('', "'expert' (scripted) or 'mlp' (empty: the YAML's policy)"),
+    'steps': ('', 'training steps per env node (a cap; alone: run exactly this many, no success target)'),
+    'image_obs': ('', "'true'/'false': render the two cameras (empty: the YAML's image_obs)"),
 }
 
 
@@ -37,8 +39,15 @@ def _nodes(context):
         from rl_traj_ros.pipelines.run_dir import new_run_dir
         arg['output_dir'] = str(new_run_dir(DEFAULT_OUTPUT_ROOT))
     n_env = int(arg['num_env_nodes'])
-    params = apply_overrides(load_params(arg['config']), n_env, num_envs=int(arg['num_envs']),
-                             episodes=int(arg['episodes']), output_dir=arg['output_dir'], policy=arg['policy'])
+    if arg['image_obs'] not in ('', 'true', 'false', 'True', 'False'):
+        raise ValueError(f"image_obs must be 'true' or 'false', got {arg['image_obs']!r}")
+    def number(k):
+        return int(arg[k]) if arg[k] else None
+    # the CLI's overrides, one by one: an empty argument keeps the YAML's value
+    params = apply_overrides(load_params(arg['config']), n_env, num_envs=number('num_envs'),
+                             episodes=number('episodes'), output_dir=arg['output_dir'], policy=arg['policy'] or None,
+                             image_obs=None if not arg['image_obs'] else arg['image_obs'].lower() == 'true',
+                             steps=number('steps'))
     from rl_traj_ros.pipelines.launch_support import supervise
     services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
                 for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]

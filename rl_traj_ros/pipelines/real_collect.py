@@ -15,10 +15,11 @@ from pathlib import Path
 import yaml
 
 from ..core.delivery import new_run_id
+from ..paths import config_path
 from . import sim_collect as sc
 from .run_dir import new_run_dir
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / 'config' / 'real_collect.yaml'
+DEFAULT_CONFIG = config_path('real_collect.yaml')
 
 
 def load_config(path: str | Path) -> dict:

@@ -20,8 +20,10 @@ from typing import Any, Optional
 
 import yaml
 
+from ..paths import config_path
+
 NODES = ('franka_env_node', 'policy_node', 'trajectory_collector_node', 'replay_buffer_writer_node')
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / 'config' / 'sim_collect.yaml'
+DEFAULT_CONFIG = config_path('sim_collect.yaml')
 
 
 def load_params(path: str | Path) -> dict[str, dict[str, Any]]:
