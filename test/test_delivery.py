@@ -66,6 +66,15 @@ def test_outbox_resends_to_a_new_consumer_and_when_an_ack_is_overdue():
         box.send('b', [], 'B')                # an item nobody can ever acknowledge is a bug
 
 
+def test_an_item_sent_while_a_new_consumer_is_matched_is_not_resent_to_it():
+    sent = []
+    box = Outbox(sent.append, resend_after_s=10.0, clock=lambda: 0.0)
+    box.tick(0)
+    box.send('old', ['old'], 'OLD')               # nobody matched: lost on the wire
+    box.send('new', ['new'], 'NEW', matched=1)    # the writer appeared: OLD resent first, NEW once
+    assert box.tick(1) == 0 and sent == ['OLD', 'OLD', 'NEW']
+
+
 def test_recent_keys_is_bounded():
     r = RecentKeys(3)
     for i in range(10):

@@ -127,10 +127,16 @@ class Outbox(Generic[M]):
         self._matched = 0
         self.resent = 0
 
-    def send(self, ident: Hashable, tokens: Iterable[Hashable], msg: M) -> None:
+    def send(self, ident: Hashable, tokens: Iterable[Hashable], msg: M, matched: Optional[int] = None) -> None:
+        """Publish and keep ``msg`` until ``tokens`` are acknowledged. ``matched`` (the
+        publisher's current consumer count) brings the outbox up to date first: a consumer
+        that appeared since the last ``tick`` gets the older items now, and this one is not
+        resent to it later (it is published while that consumer is already matched)."""
         tokens = set(tokens)
         if not tokens:
             raise ValueError(f'outbox item {ident!r} waits for no acknowledgement')
+        if matched is not None:
+            self.tick(matched)
         self._drop(ident)
         self._items[ident] = [tokens, msg, self.clock()]
         for t in tokens:

@@ -91,13 +91,17 @@ class PolicyNode(Node):
                     self._answered.popitem(last=False)
                 pm = cv.policy_part_to_msg(part, self.worker.model_version)
                 pm.header.stamp = out.header.stamp
-                self.policy_out.send(key, [s.key for s in part.sources], pm)
+                self.policy_out.send(key, [s.key for s in part.sources], pm,
+                                     matched=min(self.pub_policy.get_subscription_count(),
+                                                 self.pub_env.get_subscription_count()))
                 self.counters['policy_parts'] += 1
             env_part = self.worker.complete(req)
             if env_part is not None:
                 em = cv.env_part_to_msg(env_part)
                 em.header.stamp = self.get_clock().now().to_msg()
-                self.env_out.send(env_part.sources[0].key, [s.key for s in env_part.sources], em)
+                self.env_out.send(env_part.sources[0].key, [s.key for s in env_part.sources], em,
+                                  matched=min(self.pub_policy.get_subscription_count(),
+                                              self.pub_env.get_subscription_count()))
                 self.counters['env_parts'] += 1
         except (ValueError, TypeError) as e:
             self.counters['rejected'] += 1

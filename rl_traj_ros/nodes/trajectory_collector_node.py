@@ -103,7 +103,7 @@ class TrajectoryCollectorNode(Node):
             msg = cv.trajectory_to_msg(o.trajectory, o.mode, o.step_id, o.source_id or (0, 0), o.actor_rank,
                                        o.micro_batch)
             msg.header.stamp = self.get_clock().now().to_msg()
-            self.outbox.send(o.identity, [o.identity], msg)
+            self.outbox.send(o.identity, [o.identity], msg, matched=self.pub.get_subscription_count())
             self.counters['published'] += 1
         self._ack_upstream()
 
