@@ -330,3 +330,19 @@ def test_a_buffer_resumed_from_a_checkpoint_into_another_directory_stays_loadabl
     with pytest.raises(storage.BufferFileError, match='resume into an empty directory'):
         clash.load_checkpoint(str(tmp_path / 'ck'))
     clash.close()
+
+
+def test_a_redelivery_before_the_first_copy_is_durable_is_not_acknowledged_early(tmp_path):
+    import threading
+    gate = threading.Event()
+    buf = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path), before_write=lambda tid: gate.wait(10))
+    sink = ExactlyOnceSink(buf)
+    col = TrajectoryCollector(plan('rollout', sources=[(0, 0)]), 'r')
+    (o,) = [o for x in parts_of(1, sources=((0, 0),)) for o in col.push(x)]
+    assert sink.offer(o.trajectory).verdict == 'stored'
+    assert sink.offer(o.trajectory).verdict == 'duplicate'   # resent while the disk is slow
+    assert sink.take_acks() == []                             # nothing acknowledged before it is durable
+    gate.set()
+    buf.flush()
+    assert sink.take_acks() == [o.identity]                   # once, from the durable callback
+    buf.close()

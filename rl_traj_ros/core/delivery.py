@@ -279,7 +279,8 @@ class ExactlyOnceSink:
     re-delivery (a collector restarted mid-episode rebuilds the tail of an episode it had
     emitted); one that shares only some cells with stored data is rejected, loudly, and not
     acknowledged. Acknowledgements of stored trajectories come from the buffer's
-    ``on_durable`` (file, index and their directory entries on disk). Identities and cells
+    ``on_durable`` (file, index and their directory entries on disk); a re-delivery that
+    arrives before its first copy is durable is not acknowledged early. Identities and cells
     are remembered for the newest ``window`` trajectories (restored from the index on
     start): re-deliveries come only from producers' unacknowledged windows, which the policy
     node's ``max_unacked_keys`` bounds, so the window bounds memory without missing one.
@@ -323,10 +324,17 @@ class ExactlyOnceSink:
             self.counters['rejected'] += 1
             return Offer('rejected', reason=f'{ident} names no rows of its keys')
         with self._lock:
+            pending = set(self._by_tid.values())  # stored, not yet durable: no ack before it is
             if ident in self._ids:
+                if ident in pending:  # its durable callback acknowledges it
+                    self.counters['duplicates'] += 1
+                    return Offer('duplicate', reason='first copy not yet durable')
                 return self._duplicate(ident)
             seen = [c for c in cells if (ident.run_id, c) in self._cells]
             if seen and len(seen) == len(cells):
+                if any(self._cells[(ident.run_id, c)] in pending for c in seen):
+                    self.counters['deferred'] += 1  # resent later, acknowledged once those are durable
+                    return Offer('deferred', reason='its rows are stored but not yet durable')
                 return self._duplicate(ident)
             if seen:
                 self.counters['rejected'] += 1

@@ -120,7 +120,7 @@ class FrankaFrankyEnv(gym.Env):
 
     def _move(self, motion, asynchronous: bool) -> None:
         try:
-            self.robot.move(motion, asynchronous=asynchronous)
+            self._plan_and_move(motion, asynchronous)
         except self._franky.ControlException as e:  # try one recovery, then fail clearly
             self.recoveries += 1
             try:
@@ -128,6 +128,19 @@ class FrankaFrankyEnv(gym.Env):
                 self.robot.move(motion, asynchronous=asynchronous)
             except self._franky.ControlException as e2:
                 raise RuntimeError(f'franky control error not recoverable: {e2} (first: {e})') from e2
+
+    def _plan_and_move(self, motion, asynchronous: bool, attempts: int = 4) -> None:
+        """A motion whose planning fails (Ruckig's synchronization error -111 while the first robot
+        states still arrive, seen with franky-sim right after connecting) sent nothing: retried
+        a few times, 0.3 s apart, then reported."""
+        for i in range(attempts):
+            try:
+                self.robot.move(motion, asynchronous=asynchronous)
+                return
+            except RuntimeError as e:
+                if 'Motion planner failed' not in str(e) or i == attempts - 1:
+                    raise
+                time.sleep(0.3)
 
     def _set_gripper(self, close: bool) -> None:
         if self.gripper is None or close == self._closed_gripper:

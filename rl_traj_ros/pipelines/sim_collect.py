@@ -170,12 +170,16 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
         procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                        start_new_session=True)
         sink = logs[name] = []
+        (work / 'node_logs').mkdir(exist_ok=True)
+        log_file = open(work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs
 
-        def pump(proc=procs[name], prefix=f'[{name}]'):
-            for line in proc.stdout:
-                sink.append(line)
-                if not quiet:
-                    print(prefix, line, end='', flush=True)
+        def pump(proc=procs[name], prefix=f'[{name}]', log_file=log_file):
+            with log_file:
+                for line in proc.stdout:
+                    sink.append(line)
+                    log_file.write(line)
+                    if not quiet:
+                        print(prefix, line, end='', flush=True)
         threading.Thread(target=pump, daemon=True).start()
 
     t0 = time.monotonic()
