@@ -56,3 +56,33 @@ def test_env_node_that_requires_teleop_never_moves_without_a_device():
     assert p.returncode == 1, log[-3000:]
     assert 'no teleop device on /teleop_gate_test/intervention within 2.0 s' in log
     assert 'chunks=0 episodes=0' in log  # not a single chunk executed
+
+
+def test_parameters_are_read_only_and_ranged(rclpy_context):
+    """`ros2 param set` is refused (nodes read parameters once), and a value outside a shared
+    range stops the node at start-up naming the parameter."""
+    import rclpy
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+    from rosutil import ros_process
+    bad = subprocess.run([sys.executable, '-m', 'rl_traj_ros.nodes.trajectory_collector_node', '--ros-args',
+                          '-p', 'num_envs:=0', '-p', 'topic_prefix:=/param_test'], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and 'num_envs' in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    with ros_process(['-m', 'rl_traj_ros.nodes.trajectory_collector_node', '--ros-args', '-r',
+                      '__node:=param_test_collector', '-p', 'topic_prefix:=/param_test']):
+        node = rclpy.create_node('param_setter', context=rclpy_context)
+        try:
+            cli = node.create_client(SetParameters, '/param_test_collector/set_parameters')
+            assert cli.wait_for_service(timeout_sec=20)
+            req = SetParameters.Request(parameters=[Parameter(name='num_envs', value=ParameterValue(
+                type=ParameterType.PARAMETER_INTEGER, integer_value=4))])
+            from rclpy.executors import SingleThreadedExecutor
+            ex = SingleThreadedExecutor(context=rclpy_context)
+            ex.add_node(node)
+            fut = cli.call_async(req)
+            ex.spin_until_future_complete(fut, timeout_sec=20)
+            (result,) = fut.result().results
+            assert not result.successful and 'read-only' in result.reason
+        finally:
+            node.destroy_node()

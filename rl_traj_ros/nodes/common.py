@@ -27,11 +27,35 @@ def topic(node: Node, name: str) -> str:
     return f'{prefix}/{TOPICS[name]}'
 
 
+# Ranges of the shape and sizing parameters every node shares (rclpy refuses a value outside
+# them at start-up, with the parameter's name, instead of failing later in the data path).
+RANGES: dict[str, tuple[float, float]] = {
+    'num_envs': (1, 4096), 'chunk': (1, 1024), 'action_dim': (1, 64), 'num_epochs': (1, 1024),
+    'chunks_per_epoch': (1, 100000), 'num_shards': (1, 4096), 'num_actors': (1, 4096),
+    'micro_batch_size': (0, 1 << 20), 'cache_size': (0, 100000), 'sample_window_size': (0, 1 << 30),
+    'max_pending_writes': (1, 100000), 'dedupe_window': (1, 1 << 24), 'max_unacked_keys': (1, 1 << 24),
+    'gamma': (0.0, 1.0), 'gae_lambda': (0.0, 1.0), 'resend_after_s': (0.1, 86400.0),
+    'pending_timeout_s': (0.1, 86400.0), 'teleop_timeout_s': (0.0, 86400.0), 'reply_timeout_s': (0.1, 86400.0),
+}
+
+
 def declare(node: Node, params: dict[str, tuple[Any, str]]) -> dict[str, Any]:
-    """Declare parameters up front (default, description) and return their values."""
+    """Declare parameters up front (default, description) and return their values.
+
+    The declaration is the one source of defaults (YAML and launch files only override). Every
+    parameter is ``read_only``: nodes read their parameters once at start-up, so ``ros2 param
+    set`` is refused instead of silently ignored. Shared sizing parameters carry ``RANGES``."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange
     params = {'topic_prefix': (TOPIC_PREFIX, 'namespace of the data-path topics'), **params}
     for name, (default, doc) in params.items():
-        node.declare_parameter(name, default, ParameterDescriptor(description=doc))
+        desc = ParameterDescriptor(description=doc, read_only=True)
+        if name in RANGES and not isinstance(default, bool):
+            lo, hi = RANGES[name]
+            if isinstance(default, int):
+                desc.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=1)]
+            elif isinstance(default, float):
+                desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
+        node.declare_parameter(name, default, desc)
     return {name: node.get_parameter(name).value for name in params}
 
 
