@@ -5,7 +5,9 @@ ROS pipeline, replay buffer) can be checked tensor-for-tensor against the same g
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Optional
 
 import torch
@@ -80,3 +82,15 @@ def make_parts(spec: SyntheticSpec) -> Iterator[tuple[PolicyPart, EnvPart]]:
                 values = torch.randn(b, 1, generator=g) if (last or terminal) else None
                 yield pol, env.complete(next_obs=obs[(env_rank, stage_id)][chunk_id + 1], values=values,
                                         keep_next_obs=spec.keep_next_obs)
+
+
+def stored_cells(buffer_dir) -> list:
+    """Every (chunk key, env row) a replay-buffer directory holds, read from its index alone
+    (each entry's TrajectoryId and keys): what exactly-once audits count."""
+    from .core.delivery import TrajectoryId
+    index = json.loads((Path(buffer_dir) / 'trajectory_index.json').read_text())
+    cells = []
+    for i in index['trajectory_ids']:
+        e = index['trajectories'][str(i)]
+        cells += TrajectoryId.from_json(e['identity']).cells([TrajectoryKey.from_tuple(k) for k in e['keys']])
+    return cells

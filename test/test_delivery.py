@@ -10,7 +10,7 @@ from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
 from rl_traj_ros.core.delivery import ExactlyOnceSink, Outbox, RecentKeys, RowLedger, TrajectoryId
 from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
 from rl_traj_ros.core.schema import MalformedPartError, TrajectoryKey
-from rl_traj_ros.testing import SyntheticSpec, make_parts
+from rl_traj_ros.testing import SyntheticSpec, make_parts, stored_cells
 
 K = [TrajectoryKey(0, 0, 0, 0, c) for c in range(3)]
 
@@ -29,17 +29,6 @@ def plan(mode, **kw):
     base = dict(mode=mode, num_epochs=1, chunks_per_epoch=3, sources=[(0, 0), (1, 0)], envs_per_source=2)
     base.update(kw)
     return TrajectoryPlan(**base)
-
-
-def cells_in(buffer_dir):
-    """Every (chunk key, env row) stored, from the index alone."""
-    index = json.loads((buffer_dir / 'trajectory_index.json').read_text())
-    out = []
-    for i in index['trajectory_ids']:
-        e = index['trajectories'][str(i)]
-        ident = TrajectoryId.from_json(e['identity'])
-        out += ident.cells([TrajectoryKey.from_tuple(k) for k in e['keys']])
-    return out
 
 
 # -- outbox ----------------------------------------------------------------------------------------
@@ -133,7 +122,7 @@ def test_every_mode_stores_every_row_exactly_once(tmp_path, name):
     sink = ExactlyOnceSink(buf)
     drive(col, sink, parts)
     buf.close()
-    cells = cells_in(tmp_path)
+    cells = stored_cells(tmp_path)
     assert len(cells) == len(set(cells))                                    # nothing duplicated
     joined = {(k, b) for k in {s.key for x in parts for s in x.sources} for b in range(2)}
     if cfg['mode'] != 'lerobot':
@@ -150,7 +139,7 @@ def test_every_mode_stores_every_row_exactly_once(tmp_path, name):
     drive(col2, sink2, parts)
     buf2.close()
     assert sink2.counters['stored'] == 0 and sink2.counters['duplicates'] == sink.counters['stored']
-    assert sorted(cells_in(tmp_path)) == sorted(cells)
+    assert sorted(stored_cells(tmp_path)) == sorted(cells)
 
 
 def test_a_new_run_into_an_existing_buffer_appends(tmp_path):
@@ -191,7 +180,7 @@ def test_collector_restart_mid_run_loses_and_duplicates_nothing(tmp_path):
     resent = [x for k in sorted(upstream) for x in upstream[k]]
     drive(col, sink, resent + [x for x in parts[half:] if x.sources[0].key not in upstream])
     buf.close()
-    cells = cells_in(tmp_path)
+    cells = stored_cells(tmp_path)
     every = {(s.key, b) for x in parts for s in x.sources for b in range(2)}
     assert len(cells) == len(set(cells)) and set(cells) == every
     assert sink.counters['duplicates'] > 0 and col.ledger.unsettled() == 0
@@ -220,7 +209,7 @@ def test_lerobot_restart_mid_episode_rebuilds_no_duplicate_rows(tmp_path):
     resent = [x for k in sorted(upstream) for x in upstream[k]]
     drive(col, sink, resent)
     buf.close()
-    cells = cells_in(tmp_path)
+    cells = stored_cells(tmp_path)
     assert len(cells) == len(set(cells)) and sink.counters['rejected'] == 0
 
 

@@ -25,14 +25,8 @@ def params(tmp, steps=6, chunks=10, **env):
 def audit(out_dir, sent_keys, num_envs=2):
     """Chunks sent / stored / lost / duplicated, counted per (chunk key, env row) cell from the
     index: a shard or micro-batch holds some rows of many keys."""
-    from rl_traj_ros.core.delivery import TrajectoryId
-    from rl_traj_ros.core.schema import TrajectoryKey
-    index = json.loads((Path(out_dir) / 'replay_buffer' / 'trajectory_index.json').read_text())
-    cells = []
-    for i in index['trajectory_ids']:
-        e = index['trajectories'][str(i)]
-        cells += [(k.as_tuple(), b) for k, b in TrajectoryId.from_json(e['identity']).cells(
-            [TrajectoryKey.from_tuple(k) for k in e['keys']])]
+    from rl_traj_ros.testing import stored_cells
+    cells = [(k.as_tuple(), b) for k, b in stored_cells(Path(out_dir) / 'replay_buffer')]
     sent = {(k, b) for k in sent_keys for b in range(num_envs)}
     lost = len(sent - set(cells))
     dup = len(cells) - len(set(cells))

@@ -91,17 +91,14 @@ class PolicyNode(Node):
                     self._answered.popitem(last=False)
                 pm = cv.policy_part_to_msg(part, self.worker.model_version)
                 pm.header.stamp = out.header.stamp
-                self.policy_out.send(key, [s.key for s in part.sources], pm,
-                                     matched=min(self.pub_policy.get_subscription_count(),
-                                                 self.pub_env.get_subscription_count()))
+                self.policy_out.send(key, [s.key for s in part.sources], pm, matched=self._consumers())
                 self.counters['policy_parts'] += 1
             env_part = self.worker.complete(req)
             if env_part is not None:
                 em = cv.env_part_to_msg(env_part)
                 em.header.stamp = self.get_clock().now().to_msg()
                 self.env_out.send(env_part.sources[0].key, [s.key for s in env_part.sources], em,
-                                  matched=min(self.pub_policy.get_subscription_count(),
-                                              self.pub_env.get_subscription_count()))
+                                  matched=self._consumers())
                 self.counters['env_parts'] += 1
         except (ValueError, TypeError) as e:
             self.counters['rejected'] += 1
@@ -114,8 +111,12 @@ class PolicyNode(Node):
         while self._held and len(self.policy_out) <= self.max_unacked:
             self._answer(self._held.popleft())
 
+    def _consumers(self) -> int:
+        """Collectors matched on both part topics (what the outboxes resend to)."""
+        return min(self.pub_policy.get_subscription_count(), self.pub_env.get_subscription_count())
+
     def _tick(self) -> None:
-        matched = min(self.pub_policy.get_subscription_count(), self.pub_env.get_subscription_count())
+        matched = self._consumers()
         self.policy_out.tick(matched)
         self.env_out.tick(matched)
 
