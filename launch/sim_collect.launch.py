@@ -26,6 +26,7 @@ ARGS = {
     'policy': ('', "'expert' (scripted) or 'mlp' (empty: the YAML's policy)"),
     'steps': ('', 'training steps per env node (a cap; alone: run exactly this many, no success target)'),
     'image_obs': ('', "'true'/'false': render the two cameras (empty: the YAML's image_obs)"),
+    'image_storage': ('', "'png' or 'video': how the LeRobot dataset stores camera streams (empty: the YAML's)"),
 }
 
 
@@ -41,13 +42,15 @@ def _nodes(context):
     n_env = int(arg['num_env_nodes'])
     if arg['image_obs'] not in ('', 'true', 'false', 'True', 'False'):
         raise ValueError(f"image_obs must be 'true' or 'false', got {arg['image_obs']!r}")
+    if arg['image_storage'] not in ('', 'png', 'video'):
+        raise ValueError(f"image_storage must be 'png' or 'video', got {arg['image_storage']!r}")
     def number(k):
         return int(arg[k]) if arg[k] else None
     # the CLI's overrides, one by one: an empty argument keeps the YAML's value
     params = apply_overrides(load_params(arg['config']), n_env, num_envs=number('num_envs'),
                              episodes=number('episodes'), output_dir=arg['output_dir'], policy=arg['policy'] or None,
                              image_obs=None if not arg['image_obs'] else arg['image_obs'].lower() == 'true',
-                             steps=number('steps'))
+                             steps=number('steps'), image_storage=arg['image_storage'] or None)
     from rl_traj_ros.pipelines.launch_support import supervise
     services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
                 for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]

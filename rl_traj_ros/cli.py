@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--policy', choices=['expert', 'mlp'], default=None)
     run.add_argument('--image-obs', dest='image_obs', action='store_true', default=None)
     run.add_argument('--no-images', dest='image_obs', action='store_false')
+    run.add_argument('--image-storage', choices=['png', 'video'], default=None,
+                     help="LeRobot camera streams: 'png' (lossless) or 'video' (MP4, AV1 as lerobot encodes it)")
     run.add_argument('--in-process', action='store_true', help='same pipeline in one process, without ROS')
     run.add_argument('--robot-ip', default=None, help='real_collect: robot (or franky-sim) address')
     run.add_argument('--demos-dir', default=None, help='real_collect: append to this demos directory')

@@ -115,57 +115,100 @@ def _decode(cell):
     return np.asarray(Image.open(io.BytesIO(cell['bytes'])))
 
 
-@pytest.mark.parametrize('version', ['v3.0', 'v2.1'])
-def test_lerobot_trees_read_back_with_pyarrow(tmp_path, version):
+KEYS = {  # naming -> (main camera, second extra view, state, action, done, success)
+    'lerobot': ('observation.images.front', 'observation.images.right', 'observation.state', 'action', 'next.done',
+                'next.success'),
+    'rlinf': ('image', 'extra_view_image-1', 'state', 'actions', 'done', 'is_success'),
+}
+
+
+def _video_frames(root, info, key, episode):
+    """An episode's frames of one camera, cut from its MP4 file by the episode's timestamps."""
+    from rl_traj_ros.core.episodes.video import decode_frames
+    path = root / info['video_path'].format(video_key=key, chunk_index=episode[f'videos/{key}/chunk_index'],
+                                            file_index=episode[f'videos/{key}/file_index'])
+    first = round(episode[f'videos/{key}/from_timestamp'] * info['fps'])
+    return decode_frames(path)[first:first + episode['length']]
+
+
+@pytest.mark.parametrize('version,naming,storage', [('v3.0', 'lerobot', 'png'), ('v2.1', 'lerobot', 'png'),
+                                                    ('v3.0', 'rlinf', 'png'), ('v3.0', 'lerobot', 'video')])
+def test_lerobot_trees_read_back_with_pyarrow(tmp_path, version, naming, storage):
     log = []
-    env = CollectEpisode(make_vec(gym.vector.AutoresetMode.SAME_STEP, log), str(tmp_path), num_envs=4,
-                         export_format='lerobot', fps=15, lerobot_version=version, finalize_interval=2)
+    hw = 32 if storage == 'video' else 8  # libsvtav1 needs width >= 32
+    fns = [lambda i=i: ScriptedEnv(i, *SETUPS[i], log=log, hw=hw) for i in range(4)]
+    env = CollectEpisode(gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP),
+                         str(tmp_path), num_envs=4, export_format='lerobot', fps=15, lerobot_version=version,
+                         finalize_interval=2, naming=naming, image_storage=storage,
+                         camera_names=['front', 'left', 'right'], state_names=['env', 'episode', 't', 'v'])
     env.reset(seed=0)
     rng = np.random.default_rng(1)
     for _ in range(12):
         env.step(rng.uniform(-1, 1, (4, 7)).astype(np.float32))
     env.close()
+    main, extra1, state, action, done, success = KEYS[naming]
     truth = finished(log)
     root = Path(tmp_path)
     info = json.loads((root / 'meta' / 'info.json').read_text())
     assert info['codebase_version'] == version and info['fps'] == 15
     assert info['total_episodes'] == len(truth)
     assert info['total_frames'] == sum(len(r['actions']) for r in truth)
-    assert info['features']['image']['shape'] == [8, 8, 3]
-    assert {'extra_view_image-0', 'extra_view_image-1', 'state', 'actions', 'done', 'is_success', 'timestamp',
-            'frame_index', 'episode_index', 'index', 'task_index'} <= set(info['features'])
+    feats = info['features']
+    assert feats[main]['shape'] == [hw, hw, 3] and feats[main]['dtype'] == ('video' if storage == 'video' else 'image')
+    assert {main, extra1, state, action, done, success, 'timestamp', 'frame_index', 'episode_index', 'index',
+            'task_index'} <= set(feats)
+    assert feats[state]['names'] == ['env', 'episode', 't', 'v']
+    assert feats[action]['names'] == [f'action_{i}' for i in range(7)]  # the env names none
+    assert ('next.reward' in feats) == (naming == 'lerobot')
+    if storage == 'video':
+        assert feats[main]['info']['video.codec'] == 'av1' and feats[main]['info']['video.pix_fmt'] == 'yuv420p'
+        assert info['video_path'].startswith('videos/{video_key}/')
     files = sorted((root / 'data').glob('*/*.parquet'))
     table = pq.read_table(files[0]) if len(files) == 1 else __import__('pyarrow').concat_tables(
         [pq.read_table(f) for f in files])
     rows = table.to_pylist()
     assert [r['index'] for r in rows] == list(range(len(rows)))  # index = row position
+    episodes = ({e['episode_index']: e for e in pq.read_table(
+        root / 'meta' / 'episodes' / 'chunk-000' / 'file-000.parquet').to_pylist()} if version == 'v3.0' else {})
     # episodes appear in completion order; match each back to the env's ground truth
     eps = {}
     for r in rows:
         eps.setdefault(r['episode_index'], []).append(r)
     assert len(eps) == len(truth)
     remaining = list(truth)
+    worst = 0.0
     for idx, frames in sorted(eps.items()):
-        st = frames[0]['state']
+        st = frames[0][state]
         want = next(t for t in remaining if t['env'] == int(st[0]) and t['episode'] == int(st[1]))
         remaining.remove(want)
         assert len(frames) == len(want['actions'])
+        if storage == 'video':
+            mains, extras = (_video_frames(root, info, k, episodes[idx]) for k in (main, extra1))
+        else:
+            mains, extras = ([_decode(f[k]) for f in frames] for k in (main, extra1))
         for f, (i, obs) in zip(frames, enumerate(want['obs'][:-1])):
             assert f['frame_index'] == i and abs(f['timestamp'] - i / 15) < 1e-6
-            assert np.array_equal(_decode(f['image']), obs['main_images'])
-            assert np.array_equal(_decode(f['extra_view_image-1']), obs['extra_view_images'][1])
-            assert np.allclose(f['state'], obs['states']) and np.allclose(f['actions'], want['actions'][i])
-            assert f['is_success'] == (want['outcome'] == 'success')
-            assert f['done'] == (i == len(want['actions']) - 1)
+            for got, ref in ((mains[i], obs['main_images']), (extras[i], obs['extra_view_images'][1])):
+                err = np.abs(got.astype(float) - ref).mean() / 255
+                worst = max(worst, err)
+                assert err <= 0.03 if storage == 'video' else np.array_equal(got, ref)
+            assert np.allclose(f[state], obs['states']) and np.allclose(f[action], want['actions'][i])
+            last = i == len(want['actions']) - 1
+            ok = want['outcome'] == 'success'
+            # lerobot's next.success marks the succeeding step; the spec's is_success every frame
+            assert f[success] == (ok and last if naming == 'lerobot' else ok)
+            assert f[done] == last
+            if naming == 'lerobot':
+                assert f['next.reward'] == pytest.approx(want['rewards'][i])
     assert not remaining
     stats = json.loads((root / 'meta' / 'stats.json').read_text())
-    assert stats['actions']['count'] == [info['total_frames']]
-    assert np.array(stats['image']['mean']).shape == (3, 1, 1)
-    assert set(stats['state']) == {'min', 'max', 'mean', 'std', 'count', 'q01', 'q10', 'q50', 'q90', 'q99'}
+    assert stats[action]['count'] == [info['total_frames']]
+    assert np.array(stats[main]['mean']).shape == (3, 1, 1)
+    assert set(stats[state]) == {'min', 'max', 'mean', 'std', 'count', 'q01', 'q10', 'q50', 'q90', 'q99'}
     if version == 'v3.0':
         tasks = pq.read_table(root / 'meta' / 'tasks.parquet')
         assert json.loads(tasks.schema.metadata[b'pandas'])['index_columns'] == ['task']
-        ep_table = pq.read_table(root / 'meta' / 'episodes' / 'chunk-000' / 'file-000.parquet').to_pylist()
+        ep_table = list(episodes.values())
         assert [e['dataset_from_index'] for e in ep_table] == [sum(x['length'] for x in ep_table[:i])
                                                                 for i in range(len(ep_table))]
         assert len(files) > 1  # finalize_interval=2 made several complete checkpoints
@@ -177,11 +220,30 @@ def test_lerobot_trees_read_back_with_pyarrow(tmp_path, version):
         assert files[0].name == 'episode_000000.parquet'
 
 
+def test_dataset_options_are_checked_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match='naming'):
+        LeRobotWriter(str(tmp_path / 'a'), naming='rlds')
+    with pytest.raises(ValueError, match='v3.0'):
+        LeRobotWriter(str(tmp_path / 'b'), image_storage='video', version='v2.1')
+    ep = EpisodeRecord(0, 0, observations=[{'states': np.zeros(4), 'main_images': np.zeros((8, 8, 3), np.uint8),
+                                            'extra_view_images': np.zeros((2, 8, 8, 3), np.uint8)}] * 3,
+                       actions=[np.zeros(7)] * 2, rewards=[0.0] * 2)
+    w = LeRobotWriter(str(tmp_path / 'c'), camera_names=['front'])
+    with pytest.raises(ValueError, match='3 camera streams but camera_names names 1'):
+        w.write(ep)
+    w = LeRobotWriter(str(tmp_path / 'd'), camera_names=['a', 'b', 'c'], state_names=['x'])
+    with pytest.raises(ValueError, match='state_names has 1 entries but the state has 4 dims'):
+        w.write(ep)
+    w = LeRobotWriter(str(tmp_path / 'e'), camera_names=['a', 'b', 'c'], image_storage='video')
+    with pytest.raises(ValueError, match='too small for libsvtav1'):  # instead of SVT-AV1's SIGFPE
+        w.write(ep)
+
+
 def test_lerobot_rejects_inconsistent_episode(tmp_path):
     w = LeRobotWriter(str(tmp_path))
-    ep = EpisodeRecord(0, 0, observations=[{'states': np.zeros(4)}] * 3, actions=[np.zeros(7)] * 2)
+    ep = EpisodeRecord(0, 0, observations=[{'states': np.zeros(4)}] * 3, actions=[np.zeros(7)] * 2, rewards=[0.0] * 2)
     w.write(ep)
-    bad = EpisodeRecord(0, 1, observations=[{'states': np.zeros(5)}] * 3, actions=[np.zeros(7)] * 2)
+    bad = EpisodeRecord(0, 1, observations=[{'states': np.zeros(5)}] * 3, actions=[np.zeros(7)] * 2, rewards=[0.0] * 2)
     with pytest.raises(ValueError, match='state has 5 dims'):
         w.write(bad)
     w.close()
@@ -218,16 +280,22 @@ def test_visual_tools(tmp_path):
                                              columns=4, tile=32))
     assert sheet.size == (128, 3 * 46)
     assert sheet.getpixel((5, 5)) == (0, 0, 0) and sheet.getpixel((32 * 2 + 5, 46 * 2 + 5)) == (80, 80, 80)
-    log = []
-    env = CollectEpisode(make_vec(gym.vector.AutoresetMode.SAME_STEP, log), str(tmp_path / 'ds'), num_envs=4,
-                         export_format='lerobot')
-    env.reset(seed=0)
-    for _ in range(6):
-        env.step(np.zeros((4, 7), np.float32))
-    env.close()
-    n = export_frames(str(tmp_path / 'ds'), str(tmp_path / 'frames'))
-    assert n == json.loads((tmp_path / 'ds' / 'meta' / 'info.json').read_text())['total_frames']
-    ep0 = tmp_path / 'frames' / 'episode_000000'
-    assert (ep0 / 'step_000000_image.jpg').exists() and (ep0 / 'step_000000_extra_view_image-1.jpg').exists()
-    txt = (ep0 / 'step_000000.txt').read_text()
-    assert 'state:' in txt and 'actions:' in txt and 'is_success:' in txt
+    for naming, storage, main, extra, state in (('lerobot', 'png', 'main', 'extra_1', 'observation.state'),
+                                                ('rlinf', 'png', 'image', 'extra_view_image-1', 'state'),
+                                                ('lerobot', 'video', 'main', 'extra_1', 'observation.state')):
+        log = []
+        ds = tmp_path / f'ds_{naming}_{storage}'
+        fns = [lambda i=i: ScriptedEnv(i, *SETUPS[i], log=log, hw=32) for i in range(4)]
+        env = CollectEpisode(gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP),
+                             str(ds), num_envs=4, export_format='lerobot', naming=naming, image_storage=storage)
+        env.reset(seed=0)
+        for _ in range(6):
+            env.step(np.zeros((4, 7), np.float32))
+        env.close()
+        frames = tmp_path / f'frames_{naming}_{storage}'
+        n = export_frames(str(ds), str(frames))
+        assert n == json.loads((ds / 'meta' / 'info.json').read_text())['total_frames']
+        ep0 = frames / 'episode_000000'
+        assert (ep0 / f'step_000000_{main}.jpg').exists() and (ep0 / f'step_000000_{extra}.jpg').exists()
+        txt = (ep0 / 'step_000000.txt').read_text()
+        assert f'{state}:' in txt and 'action' in txt and 'success:' in txt

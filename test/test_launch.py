@@ -79,10 +79,11 @@ def test_sim_launch_arguments_reach_the_nodes_they_name(tmp_path):
         env = got[(f'/env_{rank}', 'franka_env_node')]
         assert env['env_rank'] == rank and env['num_envs'] == 3 and env['target_successes'] == 3  # ceil(5 / 2)
         assert env['collect_dir'] == str(tmp_path / 'collected_data')
-    again = evaluate('sim_collect.launch.py', output_dir=tmp_path, steps=3, image_obs='false')
+    again = evaluate('sim_collect.launch.py', output_dir=tmp_path, steps=3, image_obs='false', image_storage='video')
     assert again[(root, 'trajectory_collector_node')]['run_id'] != collector['run_id']  # every launch is a run
     env = again[('/env_0', 'franka_env_node')]
     assert env['num_steps'] == 3 and env['target_successes'] == 0 and env['image_obs'] is False
+    assert env['image_storage'] == 'video' and got[('/env_0', 'franka_env_node')]['image_storage'] == 'png'
     assert again[(root, 'policy_node')]['policy'] == 'expert' and env['num_envs'] == 2  # the YAML's values
 
 

@@ -95,6 +95,12 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
     for r in runs:
         info = json.loads((r / 'collected_data' / 'env_0' / 'meta' / 'info.json').read_text())
         assert info['total_episodes'] == 2 and info['codebase_version'] == 'v3.0'
+        # LeRobot naming, with franky's joint names and the TCP fields named
+        from rl_traj_ros.envs.franky_env import ACTION_NAMES, STATE_NAMES
+        feats = info['features']
+        assert feats['observation.state']['names'] == STATE_NAMES and 'fr3_joint7.pos' in STATE_NAMES
+        assert feats['action']['names'] == ACTION_NAMES and STATE_NAMES[:3] == ['tcp.x', 'tcp.y', 'tcp.z']
+        assert {'next.reward', 'next.done', 'next.success'} <= set(feats)
 
 
 def test_real_collect_config_maps_spec_keys(tmp_path):

@@ -81,8 +81,8 @@ def copy_file_durably(src: Path, dest: Path) -> None:
     atomic_write(dest, write)
 
 
-def json_writer(obj: Any) -> Callable[[Any], None]:
-    return lambda f: json.dump(obj, f, indent=1, sort_keys=True)
+def json_writer(obj: Any, sort_keys: bool = True, indent: int = 1) -> Callable[[Any], None]:
+    return lambda f: json.dump(obj, f, indent=indent, sort_keys=sort_keys)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -22,6 +22,10 @@ from gymnasium import spaces
 import pinocchio as pin
 
 STATE_DIM = 21
+JOINTS = [f'fr3_joint{i}' for i in range(1, 8)]  # franky / franky-sim's FR3 joint names
+STATE_NAMES = ([f'tcp.{a}' for a in 'xyz'] + [f'tcp.q{a}' for a in 'xyzw'] + [f'tcp.v{a}' for a in 'xyz']
+               + [f'tcp.w{a}' for a in 'xyz'] + [f'{j}.pos' for j in JOINTS] + ['gripper.width'])
+ACTION_NAMES = ['delta_x', 'delta_y', 'delta_z', 'delta_rx', 'delta_ry', 'delta_rz', 'gripper']
 HOME_JOINTS = (0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785)
 
 
@@ -73,6 +77,7 @@ class FrankaFrankyEnv(gym.Env):
         self.gripper_speed, self.gripper_force = gripper_speed, gripper_force
         self.camera = camera
         dim = 6 if no_gripper else 7
+        self.state_names, self.action_names = STATE_NAMES, ACTION_NAMES[:dim]
         self.action_space = spaces.Box(-1.0, 1.0, (dim,), np.float32)
         obs = {'states': spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)}
         self.observation_space = spaces.Dict(obs)

@@ -18,9 +18,16 @@ from .batched import BatchedEnv
 
 TASK = 'pick up the cube'
 STATE_DIM = 21
+JOINTS = [f'joint{i}' for i in range(1, 8)]  # the MJCF's joint names
+STATE_NAMES = ([f'{j}.pos' for j in JOINTS] + [f'{j}.vel' for j in JOINTS] + ['gripper.pos']
+               + [f'tcp.{a}' for a in 'xyz'] + [f'cube.{a}' for a in 'xyz'])
+ACTION_NAMES = ['delta_x', 'delta_y', 'delta_z', 'delta_rx', 'delta_ry', 'delta_rz', 'gripper']
+CAMERA_NAMES = ['front', 'wrist']  # gym-hil's pixels keys: main_images, extra_view_images[0]
 
 
 class SimFrankaVecEnv(BatchedEnv):
+    state_names, action_names, camera_names = STATE_NAMES, ACTION_NAMES, CAMERA_NAMES
+
     def __init__(self, num_envs: int = 1, image_obs: bool = False, image_size: int = 128, seed: int = 0,
                  max_episode_steps: int = 100):
         os.environ.setdefault('MUJOCO_GL', 'egl')

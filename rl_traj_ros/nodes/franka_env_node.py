@@ -18,7 +18,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 
 from .. import msg as M
-from ..core.episodes import CollectEpisode
+from ..core.episodes import CollectEpisode, collect_episode_kwargs
 from ..envs.sim_franka import SimFrankaVecEnv
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
@@ -70,6 +70,12 @@ class FrankaEnvNode(Node):
             'collect_dir': ('outputs/collected_data', 'CollectEpisode save_dir (env_<rank> appended)'),
             'export_format': ('lerobot', "'lerobot' or 'pickle'"),
             'lerobot_version': ('v3.0', "'v3.0' or 'v2.1'"),
+            'dataset_naming': ('lerobot', "'lerobot' (observation.state, observation.images.<camera>, action, "
+                                          "next.reward/done/success) or 'rlinf' (image, state, actions, done, "
+                                          "is_success)"),
+            'image_storage': ('png', "'png' (lossless, inside the Parquet data) or 'video' (MP4, AV1 as "
+                                     "lerobot 0.6.1 encodes it; v3.0 only)"),
+            'camera_names': (['front', 'wrist'], 'dataset camera names, main camera first (lerobot naming)'),
             'only_success': (False, 'CollectEpisode only_success'),
             'fps': (10, 'dataset fps'),
             'finalize_interval': (20, 'CollectEpisode finalize_interval'),
@@ -148,9 +154,7 @@ class FrankaEnvNode(Node):
         if p['collect_episodes']:
             try:
                 env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
-                                     num_envs=p['num_envs'], export_format=p['export_format'], fps=p['fps'],
-                                     only_success=p['only_success'], finalize_interval=p['finalize_interval'],
-                                     lerobot_version=p['lerobot_version'])
+                                     num_envs=p['num_envs'], **collect_episode_kwargs(p))
             except Exception:
                 env.close()  # here, in its own (EGL) thread, not in a destructor after EGL is gone
                 raise

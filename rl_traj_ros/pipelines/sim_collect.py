@@ -44,7 +44,8 @@ def params_yaml(params: dict[str, dict[str, Any]]) -> str:
 def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = None,
                     episodes: Optional[int] = None, output_dir: Optional[str] = None,
                     policy: Optional[str] = None, image_obs: Optional[bool] = None,
-                    steps: Optional[int] = None, run_id: Optional[str] = None) -> dict:
+                    steps: Optional[int] = None, run_id: Optional[str] = None,
+                    image_storage: Optional[str] = None) -> dict:
     """Effective per-node parameters of one run. Every run gets a ``run_id`` (the collector
     stamps it into each TrajectoryId), so a restarted collector rebuilds the same identities
     and a second run into the same buffer directory appends."""
@@ -67,6 +68,8 @@ def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = 
         p['policy_node']['policy'] = policy
     if image_obs is not None:
         p['franka_env_node']['image_obs'] = image_obs
+    if image_storage is not None:
+        p['franka_env_node']['image_storage'] = image_storage
     p['trajectory_collector_node']['env_ranks'] = list(range(num_env_nodes))
     return p
 
@@ -78,7 +81,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     collector node's (``TrajectoryCollector.acknowledge``)."""
     from ..core.collector import TrajectoryCollector
     from ..core.delivery import ExactlyOnceSink, new_run_id
-    from ..core.episodes import CollectEpisode
+    from ..core.episodes import CollectEpisode, collect_episode_kwargs
     from ..core.replay_buffer import TrajectoryReplayBuffer
     from ..envs.sim_franka import SimFrankaVecEnv
     from ..rollout.workers import EnvWorker, make_plan, make_policy_worker
@@ -98,8 +101,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
         env = SimFrankaVecEnv(cfg.num_envs, cfg.image_obs, cfg.image_size, cfg.seed, cfg.max_episode_steps)
         if pe.get('collect_episodes') and output_dir:
             env = CollectEpisode(env, str(Path(output_dir) / 'collected_data' / f'env_{rank}'), rank=rank,
-                                 num_envs=cfg.num_envs, export_format=pe['export_format'], fps=pe['fps'],
-                                 only_success=pe['only_success'], finalize_interval=pe['finalize_interval'])
+                                 num_envs=cfg.num_envs, **collect_episode_kwargs(pe))
         envs.append(env)
         workers.append(EnvWorker(cfg, env))
     t_data = 0.0
@@ -260,7 +262,8 @@ def main(args) -> int:
     else:
         out = new_run_dir(DEFAULT_OUTPUT_ROOT)
     params = apply_overrides(load_params(args.config), args.num_env_nodes, args.num_envs, args.episodes,
-                             str(out), args.policy, args.image_obs, args.steps)
+                             str(out), args.policy, args.image_obs, args.steps,
+                             image_storage=args.image_storage)
     print(f'[sim_collect] output: {out}', flush=True)
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))

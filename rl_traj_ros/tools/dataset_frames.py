@@ -1,6 +1,7 @@
-"""A LeRobot dataset (v3.0 or v2.1, read with pyarrow) -> per-episode folders of frames:
-episode_XXXXXX/step_XXXXXX_image.jpg (+ one jpg per extra view) and step_XXXXXX.txt
-(task, state, action, done, success), for inspection without lerobot.
+"""A LeRobot dataset (v3.0 or v2.1, read with pyarrow; MP4 cameras decoded with PyAV) ->
+per-episode folders of frames: episode_XXXXXX/step_XXXXXX_<camera>.jpg (one per camera) and
+step_XXXXXX.txt (task, state, action, reward, done, success), for inspection without lerobot.
+Either naming (lerobot's observation.images.<camera>, ...; or the spec's image, state, ...).
 
     python -m rl_traj_ros.tools.dataset_frames DATASET_DIR --out frames/ [--episodes 0 3]
 """
@@ -11,6 +12,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
@@ -26,10 +28,38 @@ def _tasks(root: Path) -> dict[int, str]:
     return {}
 
 
+TEXT_KEYS = ('observation.state', 'state', 'action', 'actions', 'next.reward', 'next.done', 'done', 'next.success',
+             'is_success', 'timestamp')
+
+
+def _video_frames(root: Path, info: dict, episodes: list[int] | None) -> dict[tuple[str, int], np.ndarray]:
+    """(camera key, episode) -> that episode's frames, cut from the camera's MP4 files."""
+    from ..core.episodes.video import decode_frames
+    keys = [k for k, f in info['features'].items() if f['dtype'] == 'video']
+    if not keys:
+        return {}
+    rows = pa.concat_tables([pq.read_table(f) for f in sorted((root / 'meta' / 'episodes').glob('*/*.parquet'))])
+    decoded: dict[Path, np.ndarray] = {}
+    out = {}
+    for e in rows.to_pylist():
+        if episodes is not None and e['episode_index'] not in episodes:
+            continue
+        for k in keys:
+            path = root / info['video_path'].format(video_key=k, chunk_index=e[f'videos/{k}/chunk_index'],
+                                                    file_index=e[f'videos/{k}/file_index'])
+            if path not in decoded:
+                decoded[path] = decode_frames(path)
+            first = round(e[f'videos/{k}/from_timestamp'] * info['fps'])
+            out[(k, e['episode_index'])] = decoded[path][first:first + e['length']]
+    return out
+
+
 def export_frames(dataset_dir: str, out: str, episodes: list[int] | None = None) -> int:
     root = Path(dataset_dir)
     info = json.loads((root / 'meta' / 'info.json').read_text())
     image_keys = [k for k, f in info['features'].items() if f['dtype'] == 'image']
+    videos = _video_frames(root, info, episodes)
+    video_keys = sorted({k for k, _ in videos})
     tasks = _tasks(root)
     files = sorted((root / 'data').glob('*/*.parquet'))
     if not files:
@@ -43,11 +73,13 @@ def export_frames(dataset_dir: str, out: str, episodes: list[int] | None = None)
         d = Path(out) / f'episode_{ep:06d}'
         d.mkdir(parents=True, exist_ok=True)
         step = int(row['frame_index'])
-        for k in image_keys:
-            suffix = 'image' if k == 'image' else k
-            Image.open(io.BytesIO(row[k]['bytes'])).convert('RGB').save(d / f'step_{step:06d}_{suffix}.jpg', quality=90)
+        for k in image_keys + video_keys:
+            name = d / f'step_{step:06d}_{k.removeprefix("observation.images.")}.jpg'
+            img = (Image.open(io.BytesIO(row[k]['bytes'])).convert('RGB') if k in image_keys
+                   else Image.fromarray(videos[(k, ep)][step]))
+            img.save(name, quality=90)
         lines = [f'task: {tasks.get(int(row["task_index"]), row["task_index"])}']
-        for k in ('state', 'actions', 'done', 'is_success', 'timestamp'):
+        for k in TEXT_KEYS:
             if k in row:
                 v = row[k]
                 lines.append(f'{k}: ' + (' '.join(f'{x:.4f}' for x in v) if isinstance(v, list) else str(v)))

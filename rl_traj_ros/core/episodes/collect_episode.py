@@ -92,7 +92,9 @@ def _copy(x: Any) -> Any:
 class CollectEpisode(gym.Wrapper):
     def __init__(self, env: Any, save_dir: str, rank: int = 0, num_envs: int = 1, show_goal_site: bool = True,
                  export_format: str = 'pickle', robot_type: str = 'panda', fps: int = 10, only_success: bool = False,
-                 finalize_interval: int = 100, lerobot_version: str = 'v3.0', max_queued_episodes: int = 64):
+                 finalize_interval: int = 100, lerobot_version: str = 'v3.0', max_queued_episodes: int = 64,
+                 naming: str = 'lerobot', image_storage: str = 'png', camera_names: Optional[list] = None,
+                 state_names: Optional[list] = None, action_names: Optional[list] = None):
         if isinstance(env, gym.Env):
             super().__init__(env)
         else:  # vector / batched envs are not gym.Env: wrap them by delegation
@@ -109,8 +111,12 @@ class CollectEpisode(gym.Wrapper):
         self.autoreset_mode = str(getattr(mode, 'value', mode) or 'NextStep')
         if show_goal_site:
             self._try_show_goal_site()
+        # what each camera and dimension is: given here, else what the env says about itself
+        names = {k: v if v else env_attr(env, k) for k, v in
+                 (('camera_names', camera_names), ('state_names', state_names), ('action_names', action_names))}
         self.writer = (PickleWriter(str(self.save_dir), rank) if export_format == 'pickle'
-                       else LeRobotWriter(str(self.save_dir), fps=fps, robot_type=robot_type, version=lerobot_version))
+                       else LeRobotWriter(str(self.save_dir), fps=fps, robot_type=robot_type, version=lerobot_version,
+                                          naming=naming, image_storage=image_storage, **names))
         self._open: list[Optional[EpisodeRecord]] = [None] * self.num_envs
         self._episode_ids = [0] * self.num_envs
         self._step_success = [False] * self.num_envs
@@ -270,6 +276,28 @@ class CollectEpisode(gym.Wrapper):
                 return
 
 
+# env node parameter -> CollectEpisode argument; a parameter left out keeps the signature's default
+COLLECT_PARAMS = {'export_format': 'export_format', 'fps': 'fps', 'only_success': 'only_success',
+                  'finalize_interval': 'finalize_interval', 'lerobot_version': 'lerobot_version',
+                  'dataset_naming': 'naming', 'image_storage': 'image_storage', 'camera_names': 'camera_names'}
+
+
+def collect_episode_kwargs(params: dict) -> dict[str, Any]:
+    """CollectEpisode's arguments from an env node's parameters (the node and --in-process share it)."""
+    return {arg: (list(params[k]) if isinstance(params[k], (list, tuple)) else params[k])
+            for k, arg in COLLECT_PARAMS.items() if k in params}
+
+
+def env_attr(env: Any, name: str) -> Any:
+    """An attribute of the env or of what it wraps (gymnasium wrappers no longer forward them)."""
+    if isinstance(env, gym.Env):
+        try:
+            return env.get_wrapper_attr(name)
+        except AttributeError:
+            return None
+    return getattr(env, name, None)
+
+
 def _to_np(x: Any) -> Any:
     if hasattr(x, 'detach'):
         return x.detach().cpu().numpy()
@@ -283,4 +311,4 @@ def _row(action: Any, i: int) -> Any:
     return np.asarray(a)[i]
 
 
-__all__ = ['CollectEpisode', 'EpisodeRecord', 'infer_success']
+__all__ = ['CollectEpisode', 'EpisodeRecord', 'collect_episode_kwargs', 'infer_success']

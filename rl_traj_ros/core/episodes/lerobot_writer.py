@@ -1,11 +1,16 @@
 """LeRobot dataset export with pyarrow + numpy + Pillow only (lerobot is never imported).
 
 Two layouts: ``v3.0`` (what current lerobot reads; default) and ``v2.1`` (the spec's layout,
-plus ``episodes_stats.jsonl`` so lerobot's converter accepts it). The writer is initialised
-lazily from the first episode (image sizes, state and action dims), encodes PNGs on a
-thread pool (Pillow releases the GIL while encoding), computes stats from the arrays it
-writes, and makes every checkpoint (``finalize``) a complete, loadable dataset: data files
-are written under temp names and renamed, meta files are replaced atomically.
+plus ``episodes_stats.jsonl`` so lerobot's converter accepts it). Two namings: ``lerobot``
+(default: ``observation.state``, ``observation.images.<camera>``, ``action``, ``next.reward``,
+``next.done``, ``next.success``, the keys stock LeRobot policies and tools look for, with
+per-dimension names from the env) and ``rlinf`` (the spec's ``image``, ``state``, ``actions``,
+``done``, ``is_success``). Camera streams are PNG in the Parquet file or MP4 (AV1, as lerobot
+0.6.1 encodes them; video.py). The writer is initialised lazily from the first episode (image
+sizes, state and action dims), encodes PNGs on a thread pool and each camera's video on its own
+thread (Pillow and PyAV release the GIL), computes stats from the arrays it writes, and makes
+every checkpoint (``finalize``) a complete, loadable dataset: data and video files are written
+under temp names and renamed, meta files are replaced atomically.
 See shared/research/lerobot-format.md for the contract lerobot 0.6.1 checks.
 """
 from __future__ import annotations
@@ -13,9 +18,10 @@ from __future__ import annotations
 import io
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +31,7 @@ from PIL import Image
 from ..storage import atomic_write, json_writer, publish_staged, stage_write
 from . import lerobot_stats as st
 from .record import EpisodeRecord
+from .video import VideoEncoding, VideoFile, check_encoder, check_frame_size, probe_video_info
 
 MAIN_IMAGE_KEYS = ('main_images', 'image', 'full_image')
 EXTRA_IMAGE_KEYS = ('extra_view_images', 'extra_view_image')
@@ -33,6 +40,42 @@ TASK_KEYS = ('task_descriptions', 'task_description', 'task')
 DEFAULT_FEATURES = {'timestamp': ('float32', [1]), 'frame_index': ('int64', [1]), 'episode_index': ('int64', [1]),
                     'index': ('int64', [1]), 'task_index': ('int64', [1])}
 CHUNKS_SIZE = 1000
+VIDEO_PATH = 'videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4'
+MAX_PENDING_VIDEO_EPISODES = 4  # per camera: a slow encoder slows the writer instead of eating memory
+
+
+@dataclass(frozen=True)
+class DatasetNaming:
+    """Which feature key each recorded quantity gets."""
+    state: str
+    action: str
+    reward: Optional[str]
+    done: str
+    success: str
+    camera_prefix: Optional[str]  # None: the spec's image / extra_view_image[-i] keys
+
+    def camera_keys(self, streams: list[tuple[str, Optional[int]]], names: Sequence[str]) -> list[str]:
+        """streams: ('main', None) | ('extra', None | i) in dataset order."""
+        if self.camera_prefix is None:
+            return ['image' if src == 'main' else ('extra_view_image' if i is None else f'extra_view_image-{i}')
+                    for src, i in streams]
+        if not names:  # unnamed cameras: the spec's roles
+            names = ['main'] + [f'extra_{j}' for j in range(len(streams) - 1)]
+        if len(names) < len(streams):
+            raise ValueError(f'the env has {len(streams)} camera streams but camera_names names {len(names)}: '
+                             f'{list(names)} (one name per stream, the main camera first)')
+        keys = [f'{self.camera_prefix}{n}' for n in names[:len(streams)]]
+        if len(set(keys)) != len(keys) or any('/' in n or not n for n in names[:len(streams)]):
+            raise ValueError(f'camera_names must be distinct, non-empty and without "/": {list(names)}')
+        return keys
+
+
+NAMINGS = {
+    'lerobot': DatasetNaming('observation.state', 'action', 'next.reward', 'next.done', 'next.success',
+                             'observation.images.'),
+    'rlinf': DatasetNaming('state', 'actions', None, 'done', 'is_success', None),
+}
+IMAGE_STORAGES = ('png', 'video')
 
 
 def _first(obs: dict, keys: tuple) -> Any:
@@ -73,13 +116,32 @@ class LeRobotWriter:
     """Writes EpisodeRecords as a LeRobot dataset under ``root``.
 
     ``compress_level`` trades PNG size for speed (lossless either way; lerobot uses 6).
+    ``camera_names`` name the camera streams (main camera first, then the extra views) in the
+    lerobot naming; ``state_names`` / ``action_names`` say what each dimension is (lerobot's
+    plots and tools show them); without them ``state_<i>`` / ``action_<i>``.
+    ``image_storage='video'`` stores camera streams as MP4 (v3.0 only; lossy, ~10-50x smaller).
     """
 
     def __init__(self, root: str, fps: int = 10, robot_type: str = 'panda', version: str = 'v3.0',
                  workers: Optional[int] = None, compress_level: int = 1, default_task: str = '',
-                 truth_dir: Optional[str] = None):
+                 truth_dir: Optional[str] = None, naming: str = 'lerobot', image_storage: str = 'png',
+                 camera_names: Optional[Sequence[str]] = None, state_names: Optional[Sequence[str]] = None,
+                 action_names: Optional[Sequence[str]] = None, video_encoding: Optional[VideoEncoding] = None):
         if version not in ('v3.0', 'v2.1'):
             raise ValueError(f"version must be 'v3.0' or 'v2.1', got {version!r}")
+        if naming not in NAMINGS:
+            raise ValueError(f'naming must be one of {sorted(NAMINGS)}, got {naming!r}')
+        if image_storage not in IMAGE_STORAGES:
+            raise ValueError(f'image_storage must be one of {IMAGE_STORAGES}, got {image_storage!r}')
+        if image_storage == 'video' and version != 'v3.0':
+            raise ValueError("image_storage='video' needs lerobot_version 'v3.0' (v2.1 is written for conversion)")
+        self.naming, self.image_storage = NAMINGS[naming], image_storage
+        self.camera_names = list(camera_names or ())
+        self.state_names = list(state_names) if state_names else None
+        self.action_names = list(action_names) if action_names else None
+        self.video_encoding = video_encoding or VideoEncoding()
+        if image_storage == 'video':
+            check_encoder(self.video_encoding)
         self.root = Path(root)
         if holds_dataset(self.root):
             raise FileExistsError(f'{self.root} already holds a LeRobot dataset; choose a new directory')
@@ -91,7 +153,13 @@ class LeRobotWriter:
         self._pool = ThreadPoolExecutor(max_workers=workers or max(2, os.cpu_count() or 2),
                                         thread_name_prefix='lerobot-png')
         self.features: Optional[dict[str, dict]] = None
-        self._image_keys: list[str] = []
+        self._cameras: list[tuple[str, str, Optional[int]]] = []  # (feature key, 'main'|'extra', extra index)
+        self._image_keys: list[str] = []  # PNG in the data file
+        self._video_keys: list[str] = []  # MP4 files
+        self._videos: dict[str, VideoFile] = {}  # open file per camera until the next finalize
+        self._video_pools: dict[str, ThreadPoolExecutor] = {}
+        self._video_pending: dict[str, list[Future]] = {}
+        self._video_queued: dict[str, int] = {}
         self._tasks: dict[str, int] = {}
         self._episodes: list[dict] = []
         self._ep_stats: list[dict[str, dict]] = []
@@ -105,33 +173,59 @@ class LeRobotWriter:
     # -- lazy initialisation -----------------------------------------------------------------
     def _init_features(self, ep: EpisodeRecord) -> None:
         obs0 = ep.observations[0]
-        feats: dict[str, dict] = {}
+        nm = self.naming
+        streams: list[tuple[str, Optional[int], tuple]] = []
         main = _first(obs0, MAIN_IMAGE_KEYS)
         if main is not None:
-            h, w, c = to_uint8_image(main).shape
-            feats['image'] = {'dtype': 'image', 'shape': [h, w, c], 'names': ['height', 'width', 'channels']}
+            streams.append(('main', None, to_uint8_image(main).shape))
         extra = _first(obs0, EXTRA_IMAGE_KEYS)
         if extra is not None:
             e = to_uint8_image(extra)
-            names = ['extra_view_image'] if e.ndim == 3 else [f'extra_view_image-{i}' for i in range(e.shape[0])]
-            shape = list(e.shape[-3:])
-            for n in names:
-                feats[n] = {'dtype': 'image', 'shape': shape, 'names': ['height', 'width', 'channels']}
+            streams += ([('extra', None, e.shape)] if e.ndim == 3 else
+                        [('extra', i, e.shape[1:]) for i in range(e.shape[0])])
+        keys = nm.camera_keys([(src, i) for src, i, _ in streams], self.camera_names)
+        dtype = 'video' if self.image_storage == 'video' else 'image'
+        feats: dict[str, dict] = {}
+        for key, (src, i, shape) in zip(keys, streams):
+            feats[key] = {'dtype': dtype, 'shape': list(shape), 'names': ['height', 'width', 'channels']}
+            self._cameras.append((key, src, i))
         state = _first(obs0, STATE_KEYS)
         if state is not None:
             d = int(_np(state).size)
-            feats['state'] = {'dtype': 'float32', 'shape': [d], 'names': [f'state_{i}' for i in range(d)]}
+            feats[nm.state] = {'dtype': 'float32', 'shape': [d], 'names': self._dim_names('state', d)}
         a = int(_np(ep.actions[0]).size)
-        feats['actions'] = {'dtype': 'float32', 'shape': [a], 'names': [f'action_{i}' for i in range(a)]}
-        feats['done'] = {'dtype': 'bool', 'shape': [1], 'names': None}
-        feats['is_success'] = {'dtype': 'bool', 'shape': [1], 'names': None}
+        feats[nm.action] = {'dtype': 'float32', 'shape': [a], 'names': self._dim_names('action', a)}
+        if nm.reward:
+            feats[nm.reward] = {'dtype': 'float32', 'shape': [1], 'names': None}
+        feats[nm.done] = {'dtype': 'bool', 'shape': [1], 'names': None}
+        feats[nm.success] = {'dtype': 'bool', 'shape': [1], 'names': None}
         for k, (dt, shape) in DEFAULT_FEATURES.items():
             feats[k] = {'dtype': dt, 'shape': shape, 'names': None}
         self.features = feats
         self._image_keys = [k for k, f in feats.items() if f['dtype'] == 'image']
+        self._video_keys = [k for k, f in feats.items() if f['dtype'] == 'video']
+        for k in self._video_keys:
+            check_frame_size(self.video_encoding, *feats[k]['shape'][:2])
+            self._video_pools[k] = ThreadPoolExecutor(max_workers=1, thread_name_prefix='lerobot-video')
+            self._video_pending[k] = []
+
+    def _cameras_keys(self) -> list[str]:
+        return [k for k, _, _ in self._cameras]
+
+    def _dim_names(self, what: str, d: int) -> list[str]:
+        names = self.state_names if what == 'state' else self.action_names
+        if names is None:
+            return [f'{what}_{i}' for i in range(d)]
+        if len(names) != d:
+            raise ValueError(f'{what}_names has {len(names)} entries but the {what} has {d} dims: {names}')
+        return [str(n) for n in names]
+
+    def _build_schema(self) -> None:
         fields = []
         hf = {}
-        for k, f in feats.items():
+        for k, f in self.features.items():
+            if f['dtype'] == 'video':  # in the MP4 files, not in the data file
+                continue
             if f['dtype'] == 'image':
                 fields.append(pa.field(k, pa.struct([('bytes', pa.binary()), ('path', pa.string())])))
                 hf[k] = {'_type': 'Image'}
@@ -148,32 +242,38 @@ class LeRobotWriter:
         """Per-feature arrays over the episode's frames (obs t, action t; the final obs is dropped)."""
         n = ep.num_steps
         obs = ep.observations[:n]
+        nm = self.naming
         cols: dict[str, np.ndarray] = {}
-        if 'image' in self.features:
-            cols['image'] = np.stack([to_uint8_image(_first(o, MAIN_IMAGE_KEYS)) for o in obs])
-        extra_names = [k for k in self._image_keys if k.startswith('extra_view_image')]
-        if extra_names:
-            ex = np.stack([to_uint8_image(_first(o, EXTRA_IMAGE_KEYS)) for o in obs])
-            if extra_names == ['extra_view_image'] and ex.ndim == 4:
-                cols['extra_view_image'] = ex
-            else:
-                for i, name in enumerate(extra_names):
-                    cols[name] = ex[:, i]
-        for k in self._image_keys:
-            want = tuple(self.features[k]['shape'])
-            if cols[k].shape[1:] != want:
-                raise ValueError(f'episode {ep.episode_id} env {ep.env_idx}: {k} frames are {cols[k].shape[1:]}, '
+        extras: Optional[np.ndarray] = None
+        for key, src, i in self._cameras:
+            if src == 'main':
+                cols[key] = np.stack([to_uint8_image(_first(o, MAIN_IMAGE_KEYS)) for o in obs])
+                continue
+            if extras is None:
+                extras = np.stack([to_uint8_image(_first(o, EXTRA_IMAGE_KEYS)) for o in obs])
+            cols[key] = extras if i is None else extras[:, i]
+        for key, _, _ in self._cameras:
+            want = tuple(self.features[key]['shape'])
+            if cols[key].shape[1:] != want:
+                raise ValueError(f'episode {ep.episode_id} env {ep.env_idx}: {key} frames are {cols[key].shape[1:]}, '
                                  f'the dataset was initialised with {want}')
-        if 'state' in self.features:
-            cols['state'] = np.stack([_np(_first(o, STATE_KEYS)).reshape(-1) for o in obs]).astype(np.float32)
-        cols['actions'] = np.stack([_np(a).reshape(-1) for a in ep.actions]).astype(np.float32)
-        for k in ('state', 'actions'):
+        if nm.state in self.features:
+            cols[nm.state] = np.stack([_np(_first(o, STATE_KEYS)).reshape(-1) for o in obs]).astype(np.float32)
+        cols[nm.action] = np.stack([_np(a).reshape(-1) for a in ep.actions]).astype(np.float32)
+        for k in (nm.state, nm.action):
             if k in cols and cols[k].shape[1] != self.features[k]['shape'][0]:
                 raise ValueError(f'episode {ep.episode_id} env {ep.env_idx}: {k} has {cols[k].shape[1]} dims, '
                                  f'the dataset was initialised with {self.features[k]["shape"][0]}')
-        cols['done'] = np.zeros(n, dtype=bool)
-        cols['done'][-1] = True
-        cols['is_success'] = np.full(n, bool(ep.success))
+        if nm.reward:
+            if len(ep.rewards) != n:
+                raise ValueError(f'episode {ep.episode_id} env {ep.env_idx}: {n} actions but {len(ep.rewards)} rewards')
+            cols[nm.reward] = np.asarray(ep.rewards, dtype=np.float32).reshape(n)
+        cols[nm.done] = np.zeros(n, dtype=bool)
+        cols[nm.done][-1] = True
+        if nm.reward:  # lerobot's recorders: next.success marks the step that succeeded
+            cols[nm.success] = cols[nm.done] & bool(ep.success)
+        else:  # the spec's is_success: the episode's outcome on every frame
+            cols[nm.success] = np.full(n, bool(ep.success))
         return cols
 
     def _task(self, ep: EpisodeRecord) -> str:
@@ -187,7 +287,9 @@ class LeRobotWriter:
             return
         if self.features is None:
             self._init_features(ep)
+            self._build_schema()
             (self.root / 'meta').mkdir(parents=True, exist_ok=True)
+        self._raise_video_errors()
         cols = self._frames(ep)
         n = ep.num_steps
         ep_index = len(self._episodes)
@@ -201,10 +303,13 @@ class LeRobotWriter:
         cols['task_index'] = np.full(n, task_index, dtype=np.int64)
         # encode every PNG of the episode in parallel while stats are computed here
         futures = {k: [self._pool.submit(png_bytes, f, self.compress_level) for f in cols[k]] for k in self._image_keys}
-        stats = {k: (st.image_stats(cols[k]) if k in self._image_keys else st.numeric_stats(cols[k].reshape(n, -1)))
+        stats = {k: (st.image_stats(cols[k]) if k in self._cameras_keys() else st.numeric_stats(cols[k].reshape(n, -1)))
                  for k in self.features}
+        video_meta = self._encode_videos(cols, n)
         arrays = []
         for k, f in self.features.items():
+            if k in self._video_keys:
+                continue
             if k in self._image_keys:
                 pngs = [fu.result() for fu in futures[k]]
                 arrays.append(pa.StructArray.from_arrays(
@@ -231,7 +336,7 @@ class LeRobotWriter:
         self._episodes.append({'episode_index': ep_index, 'tasks': [task], 'length': n,
                                'data/chunk_index': chunk, 'data/file_index': self._file_index,
                                'dataset_from_index': start, 'dataset_to_index': start + n,
-                               'success': bool(ep.success)})
+                               **video_meta, 'success': bool(ep.success)})
         self._ep_stats.append(stats)
         self._total_frames += n
         if self.truth_dir is not None:
@@ -239,6 +344,51 @@ class LeRobotWriter:
             keep = {k: v for k, v in cols.items() if k in self.features}
             atomic_write(self.truth_dir / f'episode_{ep_index:06d}.npz',
                          lambda fh: np.savez(fh, task=np.array(task), **keep))
+
+    # -- video ---------------------------------------------------------------------------------
+    def _encode_videos(self, cols: dict[str, np.ndarray], n: int) -> dict[str, Any]:
+        """Queue the episode's frames on each camera's encoder thread; return its episodes-table
+        columns (the episode's place in the camera's current file)."""
+        meta: dict[str, Any] = {}
+        for k in self._video_keys:
+            vf = self._videos.get(k)
+            if vf is None:
+                h, w = self.features[k]['shape'][:2]
+                final = self.root / VIDEO_PATH.format(video_key=k, chunk_index=0, file_index=self._file_index)
+                final.parent.mkdir(parents=True, exist_ok=True)
+                vf = self._videos[k] = VideoFile(final.parent / f'.{final.name}.tmp', self.fps, h, w,
+                                                 self.video_encoding)
+                self._video_queued[k] = 0  # frames handed to the encoder (it may still be behind)
+            pending = self._video_pending[k]
+            while len(pending) >= MAX_PENDING_VIDEO_EPISODES:
+                pending.pop(0).result()
+            pending.append(self._video_pools[k].submit(vf.add, cols[k]))
+            meta.update({f'videos/{k}/chunk_index': 0, f'videos/{k}/file_index': self._file_index,
+                         f'videos/{k}/from_timestamp': self._video_queued[k] / self.fps,
+                         f'videos/{k}/to_timestamp': (self._video_queued[k] + n) / self.fps})
+            self._video_queued[k] += n
+        return meta
+
+    def _raise_video_errors(self) -> None:
+        for k, pending in self._video_pending.items():
+            done = [f for f in pending if f.done()]
+            for f in done:
+                pending.remove(f)
+                f.result()  # re-raises an encoder error in the writer thread
+
+    def _close_videos(self) -> list[tuple[Path, Path]]:
+        """Finish every camera's file (encoder flushed, MP4 index written, fsynced) for staging."""
+        staged = []
+        for k, vf in self._videos.items():
+            for f in self._video_pending[k]:
+                f.result()
+            self._video_pending[k] = []
+            self._video_pools[k].submit(vf.close).result()
+            if 'info' not in self.features[k]:
+                self.features[k]['info'] = probe_video_info(vf.path, self.video_encoding)
+            staged.append((vf.path, vf.path.parent / vf.path.name[1:-len('.tmp')]))
+        self._videos = {}
+        return staged
 
     # -- checkpoints ---------------------------------------------------------------------------
     def finalize(self) -> None:
@@ -250,6 +400,7 @@ class LeRobotWriter:
         if self.features is None:
             return
         staged, self._staged_episodes = self._staged_episodes, []
+        staged += self._close_videos()
         if self._writer is not None:
             self._writer.close()
             with open(self._writer_tmp, 'rb+') as fh:
@@ -258,9 +409,12 @@ class LeRobotWriter:
             self._writer, self._writer_tmp = None, None
             self._file_index += 1
         agg = {k: st.to_json(st.aggregate([s[k] for s in self._ep_stats])) for k in self.features}
-        staged += self._stage(self.root / 'meta' / 'stats.json', json_writer(agg), binary=False)
+        staged += self._stage(self.root / 'meta' / 'stats.json', json_writer(agg, sort_keys=False, indent=4),
+                              binary=False)
         staged += self._stage_v30_meta() if self.version == 'v3.0' else self._stage_v21_meta()
-        staged += self._stage(self.root / 'meta' / 'info.json', json_writer(self._info()), binary=False)
+        # key order as lerobot writes it: its camera_keys follow the features' order
+        staged += self._stage(self.root / 'meta' / 'info.json', json_writer(self._info(), sort_keys=False, indent=4),
+                              binary=False)
         publish_staged(staged)  # renames back to back, then the directories fsynced
 
     @staticmethod
@@ -275,7 +429,7 @@ class LeRobotWriter:
         if self.version == 'v3.0':
             info.update({'data_files_size_in_mb': 100, 'video_files_size_in_mb': 200,
                          'data_path': 'data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet',
-                         'video_path': None})
+                         'video_path': VIDEO_PATH if self._video_keys else None})
         else:
             info.update({'total_chunks': len(self._episodes) // CHUNKS_SIZE + 1, 'total_videos': 0,
                          'data_path': 'data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet',
@@ -299,6 +453,9 @@ class LeRobotWriter:
         cols: dict[str, list] = {k: [e[k] for e in self._episodes] for k in
                                  ('episode_index', 'tasks', 'length', 'data/chunk_index', 'data/file_index',
                                   'dataset_from_index', 'dataset_to_index')}
+        for k in self._video_keys:
+            for c in ('chunk_index', 'file_index', 'from_timestamp', 'to_timestamp'):
+                cols[f'videos/{k}/{c}'] = [e[f'videos/{k}/{c}'] for e in self._episodes]
         for k in self.features:
             for s in st.QNAMES + ('min', 'max', 'mean', 'std', 'count'):
                 cols[f'stats/{k}/{s}'] = [np.asarray(es[k][s]).tolist() for es in self._ep_stats]
@@ -324,5 +481,9 @@ class LeRobotWriter:
         return len(self._episodes)
 
     def close(self) -> None:
-        self.finalize()
-        self._pool.shutdown(wait=True)
+        try:
+            self.finalize()
+        finally:
+            self._pool.shutdown(wait=True)
+            for pool in self._video_pools.values():
+                pool.shutdown(wait=True)
