@@ -11,12 +11,16 @@ import os
 import yaml
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
+from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
+from lifecycle_msgs.msg import Transition
 
 from rl_traj_ros.pipelines.launch_support import supervise
-from rl_traj_ros.pipelines.real_collect import check_config, node_params
+from rl_traj_ros.pipelines.real_collect import apply_overrides, check_config, node_params
 from rl_traj_ros.pipelines.run_dir import new_run_dir
 
 ARGS = {
@@ -29,6 +33,7 @@ ARGS = {
     'demos_dir': ('', 'append to this demos directory'),
     'log_dir': ('', 'override log_dir: runs go to <log_dir>/<timestamp>/'),
     'hid_udp_port': ('', 'SpaceMouse: take raw HID reports from this UDP port (0/empty: the USB device)'),
+    'image_storage': ('', "'png' or 'video': how the LeRobot dataset stores camera streams (empty: the YAML's)"),
 }
 EXECUTABLES = {'franka_env_node': 'env_0', 'policy_node': None, 'trajectory_collector_node': None,
                'replay_buffer_writer_node': None}
@@ -36,26 +41,30 @@ EXECUTABLES = {'franka_env_node': 'env_0', 'policy_node': None, 'trajectory_coll
 
 def _nodes(context):
     arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
-    cfg = yaml.safe_load(open(arg['config'])) or {}
-    if arg['teleop']:
-        cfg['use_spacemouse'], cfg['use_gello'] = arg['teleop'] == 'spacemouse', arg['teleop'] == 'gello'
-    for key in ('robot_ip', 'gello_port', 'demos_dir', 'log_dir'):
-        if arg[key]:
-            cfg[key] = arg[key]
-    if arg['num_data_episodes']:
-        cfg['num_data_episodes'] = int(arg['num_data_episodes'])
-    if arg['hid_udp_port'] and int(arg['hid_udp_port']):
-        cfg.setdefault('spacemouse', {})['hid_udp_port'] = int(arg['hid_udp_port'])
+    cfg = apply_overrides(yaml.safe_load(open(arg['config'])) or {}, arg['robot_ip'], arg['demos_dir'],
+                          arg['log_dir'], arg['gello_port'], arg['num_data_episodes'] or None,
+                          int(arg['hid_udp_port'] or 0), arg['teleop'], arg['image_storage'])
     check_config(cfg)
     params, teleop = node_params(cfg, new_run_dir(cfg.get('log_dir', 'logs')))
     nodes = {name: Node(package='rl_traj_ros', executable=name, name=name, namespace=ns, parameters=[params[name]],
-                        output='screen') for name, ns in EXECUTABLES.items()}
+                        output='screen') for name, ns in EXECUTABLES.items() if name != 'franka_env_node'}
     teleops = [Node(package='rl_traj_ros', executable=module, name=module, output='screen',
                     arguments=['--ros-args', *ros_args]) for module, ros_args in teleop.values()]
-    env = nodes.pop('franka_env_node')
+    # the robot's node is managed: configure (connect to the robot) then activate (motion
+    # enabled); an unreachable robot fails configure and the node exits 1, nothing moved
+    env = LifecycleNode(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node',
+                        namespace=EXECUTABLES['franka_env_node'],
+                        parameters=[{**params['franka_env_node'], 'autostart': False}], output='screen')
+    lifecycle = [
+        RegisterEventHandler(OnStateTransition(target_lifecycle_node=env, goal_state='inactive', entities=[
+            EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
+                                        transition_id=Transition.TRANSITION_ACTIVATE))])),
+        EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
+                                    transition_id=Transition.TRANSITION_CONFIGURE)),
+    ]
     # exit 0 once the demos are stored; exit 1 when the teleop device, the robot or a node fails
     # (the env node itself never moves the robot without a teleop device: require_teleop)
-    return [*nodes.values(), *teleops, env, *supervise([env], [*nodes.values(), *teleops])]
+    return [*nodes.values(), *teleops, env, *lifecycle, *supervise([env], [*nodes.values(), *teleops])]
 
 
 def generate_launch_description():

@@ -23,7 +23,7 @@ def main():
     def chaos(ctl):
         import subprocess
         if mode == 'cut':
-            ctl.wait_log('env_0', '] chunks=20 ')  # mid-run, whatever the start-up took
+            ctl.wait_stat('env_0', 'chunks', 20)  # mid-run, whatever the start-up took
             events.append(('cut', ctl.procs_['env_0'].poll() is None))
             subprocess.run(['ip', '-n', sw, 'link', 'set', sw_if, 'down'], check=True)
             time.sleep(seconds)

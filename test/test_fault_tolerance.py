@@ -44,12 +44,12 @@ def test_collector_and_writer_killed_and_restarted(tmp_path, collector):
     mid_run = []
 
     def chaos(ctl):
-        ctl.wait_log('env_0', '] chunks=30 ')  # faults keyed to progress: start-up time varies with load
+        ctl.wait_stat('env_0', 'chunks', 30)  # faults keyed to progress: start-up time varies with load
         mid_run.append(ctl.procs_['env_0'].poll() is None)
         ctl.kill('collector')          # SIGKILL mid-run: joined but unflushed chunks are gone
         time.sleep(1)
         ctl.restart('collector')       # the policy node resends every unacknowledged part
-        ctl.wait_log('env_0', '] chunks=100 ')
+        ctl.wait_stat('env_0', 'chunks', 100)
         mid_run.append(ctl.procs_['env_0'].poll() is None)
         ctl.kill('writer')             # SIGKILL: received but not yet stored trajectories are gone
         time.sleep(1)
@@ -72,7 +72,7 @@ def test_sigint_mid_run_flushes_and_sigkill_leaves_loadable_outputs(tmp_path):
     import pyarrow.parquet as pq
 
     def chaos(ctl):
-        ctl.wait_log('env_0', '] chunks=150 ')  # several episodes recorded, a finalize checkpoint done
+        ctl.wait_stat('env_0', 'chunks', 150)  # several episodes recorded, a finalize checkpoint done
         ctl.kill('env_0', signal.SIGKILL)  # mid-run, mid-episode, maybe mid-write
 
     p = params(tmp_path, steps=50, collect_episodes=True, export_format='lerobot', finalize_interval=2)
@@ -135,7 +135,7 @@ def test_slow_writer_backpressure_keeps_memory_bounded(tmp_path):
     samples = {'policy': [], 'collector': []}
 
     def chaos(ctl):
-        ctl.wait_log('env_0', '] chunks=10 ')  # past start-up (imports), into steady collection
+        ctl.wait_stat('env_0', 'chunks', 10)  # past start-up (imports), into steady collection
         for _ in range(30):
             for name in samples:
                 try:

@@ -16,7 +16,8 @@ import time
 import pytest
 import yaml
 
-from rosutil import ROOT
+from rosutil import ROOT, ros_process
+from test_real_collect import franky_sim  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec('launch') is None or importlib.util.find_spec('launch_ros') is None,
@@ -133,9 +134,11 @@ def test_sim_launch_stores_where_output_dir_says_and_ends_when_done(tmp_path):
 
 def test_real_launch_arguments_reach_the_nodes_they_name(tmp_path):
     got = evaluate('real_collect.launch.py', robot_ip='127.0.0.9', num_data_episodes=3, log_dir=tmp_path / 'logs',
-                   hid_udp_port=27123, demos_dir=tmp_path / 'demos')
+                   hid_udp_port=27123, demos_dir=tmp_path / 'demos', image_storage='png')
     env = got[('/env_0', 'franka_env_node')]
     assert env['robot_ip'] == '127.0.0.9' and env['target_successes'] == 3 and env['require_teleop']
+    assert env['image_storage'] == 'png' and env['dataset_naming'] == 'lerobot'  # the YAML says video
+    assert env['autostart'] is False  # the launch drives its lifecycle transitions
     assert env['collect_dir'].startswith(str(tmp_path / 'logs'))
     writer = got[('<node_namespace_unspecified>', 'replay_buffer_writer_node')]
     assert writer['output_dir'] == str(tmp_path / 'demos')
@@ -153,6 +156,21 @@ def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(t
     assert 'Caught exception in launch' in log and 'exited with' in log, log[-3000:]
     reason = log.split('Caught exception in launch')[1].splitlines()[0]
     assert 'gello_teleop_node' in reason or 'franka_env_node' in reason, log[-3000:]
-    done = [line for line in log.splitlines() if '] done:' in line]
+    done = [line for line in log.splitlines() if 'done: ' in line]
     assert all('chunks=0 episodes=0' in line for line in done), done  # not a single chunk executed
     assert not list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))
+
+
+def test_real_launch_drives_the_lifecycle_and_stores_the_demos(franky_sim, tmp_path):  # noqa: F811
+    """The launch configures (connects to franky-sim), activates (motion) and ends by itself
+    once a scripted SpaceMouse operator has made the episodes and they are stored."""
+    port = 29000 + os.getpid() % 1000
+    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
+        rc, log = launch('real_collect.launch.py', tmp_path, f'robot_ip:={franky_sim}', 'num_data_episodes:=1',
+                         f'log_dir:={tmp_path / "logs"}', f'hid_udp_port:={port}', timeout=300)
+    assert rc == 0, log[-3000:]
+    configured, activated = log.find('configured: env ready'), log.find('activated: motion enabled')
+    assert 0 <= configured < activated, log[-3000:]
+    assert '[drain] everything stored' in log, log[-3000:]
+    assert list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))
+    assert list(tmp_path.glob('logs/*/collected_data/env_0/meta/info.json'))

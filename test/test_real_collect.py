@@ -113,8 +113,15 @@ def test_real_collect_config_maps_spec_keys(tmp_path):
     assert params['replay_buffer_writer_node']['output_dir'] == str(tmp_path / 'run' / 'demos')
     assert env['collect_dir'] == str(tmp_path / 'run' / 'collected_data')
     assert list(teleop) == ['spacemouse']
+    assert env['image_storage'] == 'video' and env['dataset_naming'] == 'lerobot'
     cfg.update(use_spacemouse=False, use_gello=True)
     assert list(node_params(cfg, tmp_path)[1]) == ['gello']
+    from rl_traj_ros.pipelines.real_collect import apply_overrides
+    cfg = apply_overrides(cfg, robot_ip='10.0.0.2', episodes=3, hid_udp_port=27001, teleop='spacemouse',
+                          image_storage='png')
+    env = node_params(cfg, tmp_path)[0]['franka_env_node']
+    assert (env['robot_ip'], env['target_successes'], env['image_storage']) == ('10.0.0.2', 3, 'png')
+    assert cfg['use_spacemouse'] and not cfg['use_gello'] and cfg['spacemouse']['hid_udp_port'] == 27001
     bad = tmp_path / 'bad.yaml'
     bad.write_text(DEFAULT_CONFIG.read_text().replace('use_gello: false', 'use_gello: true'))
     with pytest.raises(ValueError, match='mutually exclusive'):

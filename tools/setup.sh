@@ -31,7 +31,8 @@ if [ "$(cat "$VENV/.req_hash" 2>/dev/null)" != "$req_hash" ]; then
   # The wheels' exported CMake targets name the wheel builder's interpreter paths.
   inc="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
   npinc="$("$VPY" -c 'import numpy; print(numpy.get_include())')"
-  grep -rlZ '/opt/python/cp311-cp311' "$VENV/share" --include='*.cmake' 2>/dev/null \
+  # (|| true: a venv repaired before, e.g. one named by RL_TRAJ_ROS_VENV, has nothing left to fix)
+  { grep -rlZ '/opt/python/cp311-cp311' "$VENV/share" --include='*.cmake' 2>/dev/null || true; } \
     | xargs -0 -r sed -i \
       -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#${npinc}#g" \
       -e "s#/opt/python/cp311-cp311/include/python3.11#${inc}#g"

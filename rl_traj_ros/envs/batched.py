@@ -33,8 +33,13 @@ class BatchedEnv:
 
     def _reset_one(self, i: int) -> dict:
         raw, _ = self.envs[i].reset(seed=self.seed * 100003 + i * 1009 + self._episode[i])
+        raw = self._after_reset(i, raw)
         self._episode[i] += 1
         return self.obs_fn(i, raw)
+
+    def _after_reset(self, i: int, raw: Any) -> Any:
+        """Hook: put env i into its episode's initial state; returns its observation."""
+        return raw
 
     def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
         if seed is not None:

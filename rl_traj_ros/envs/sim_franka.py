@@ -10,11 +10,12 @@ Rendering: shadows and MSAA off (7x faster with two cameras, research notes §4)
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from .batched import BatchedEnv
+from .state_ids import StateIdTable
 
 TASK = 'pick up the cube'
 STATE_DIM = 21
@@ -26,10 +27,20 @@ CAMERA_NAMES = ['front', 'wrist']  # gym-hil's pixels keys: main_images, extra_v
 
 
 class SimFrankaVecEnv(BatchedEnv):
+    """``states``: the table of initial states (state_ids.py); each env's episodes take the
+    ids of ``state_split`` on the env's own stride (``env_offset`` = this batch's first global
+    env index, ``total_envs`` = envs of all env nodes). Without a table gym-hil's fixed start."""
     state_names, action_names, camera_names = STATE_NAMES, ACTION_NAMES, CAMERA_NAMES
 
     def __init__(self, num_envs: int = 1, image_obs: bool = False, image_size: int = 128, seed: int = 0,
-                 max_episode_steps: int = 100):
+                 max_episode_steps: int = 100, states: Optional[StateIdTable] = None, state_split: str = 'train',
+                 env_offset: int = 0, total_envs: Optional[int] = None):
+        self.states, self.state_split = states, state_split
+        if states is not None:
+            states.ids(state_split)  # checks the split's name
+        self.env_offset, self.total_envs = int(env_offset), int(total_envs or num_envs)
+        self.state_ids = [-1] * num_envs  # the state id each env's current episode started from
+        self._forced: Optional[list] = None  # ids of an explicit reset_envs_to_state_ids
         os.environ.setdefault('MUJOCO_GL', 'egl')
         import gymnasium as gym
         import gym_hil  # noqa: F401 - registers the envs
@@ -55,6 +66,36 @@ class SimFrankaVecEnv(BatchedEnv):
             old.close()
         u._viewer = mujoco.Renderer(u._model, size, size)
 
+    def reset_envs_to_state_ids(self, state_ids: Sequence[int], task_ids: Optional[Sequence[int]] = None):
+        """Reset every env now, env i to ``state_ids[i]`` (RLinf's call at a training step's start);
+        later auto-resets continue on the envs' own strides."""
+        if self.states is None:
+            raise ValueError('this env has no state table (states=None): nothing to reset to')
+        if len(state_ids) != self.num_envs:
+            raise ValueError(f'{len(state_ids)} state ids for {self.num_envs} envs')
+        if task_ids is not None and any(int(t) != 0 for t in task_ids):
+            raise ValueError(f'the pick-cube task has one variant (task id 0), got {list(task_ids)}')
+        self._forced = [int(x) for x in state_ids]
+        try:
+            return self._batch([self._reset_one(i) for i in range(self.num_envs)]), {}
+        finally:
+            self._forced = None
+
+    def _after_reset(self, i: int, raw: dict) -> dict:
+        if self.states is None:
+            return raw
+        import mujoco
+        sid = self._forced[i] if self._forced is not None else self.states.scheduled(
+            self.state_split, self.env_offset + i, self._episode[i], self.total_envs)
+        st = self.states.state(sid)
+        u = self.envs[i].unwrapped
+        u._data.jnt('block').qpos[:3] = (*st.cube_xy, u._block_z)
+        mujoco.mj_forward(u._model, u._data)
+        u._z_init = u._data.sensor('block_pos').data[2]
+        u._z_success = u._z_init + 0.1
+        self.state_ids[i] = sid
+        return u._compute_observation()
+
     def _obs_one(self, i: int, raw: dict) -> dict:
         u = self.envs[i].unwrapped
         agent = np.asarray(raw['agent_pos'], np.float32).copy()
@@ -65,3 +106,19 @@ class SimFrankaVecEnv(BatchedEnv):
             out['main_images'] = np.asarray(raw['pixels']['front'], np.uint8)
             out['extra_view_images'] = np.asarray(raw['pixels']['wrist'], np.uint8)[None]
         return out
+
+
+def sim_env_from_params(p: dict, env_rank: int = 0) -> SimFrankaVecEnv:
+    """The env node's sim env from its parameters (the node and ``--in-process`` share it).
+    ``state_split`` '' keeps gym-hil's fixed start; a parameter left out keeps the default."""
+    split = p.get('state_split', 'train')
+    table = None
+    if split:
+        sizes = {k: int(p[name]) for k, name in (('num_train', 'num_train_states'), ('num_eval', 'num_eval_states'))
+                 if name in p}
+        table = StateIdTable(int(p.get('state_seed', 0)), **sizes)
+    num_envs = int(p['num_envs'])
+    return SimFrankaVecEnv(num_envs, bool(p.get('image_obs', False)), int(p.get('image_size', 128)),
+                           int(p.get('seed', 0)), int(p.get('max_episode_steps', 100)), states=table,
+                           state_split=split or 'train', env_offset=env_rank * num_envs,
+                           total_envs=num_envs * int(p.get('num_env_nodes', 1)))

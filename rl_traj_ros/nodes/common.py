@@ -30,7 +30,8 @@ def topic(node: Node, name: str) -> str:
 # Ranges of the shape and sizing parameters every node shares (rclpy refuses a value outside
 # them at start-up, with the parameter's name, instead of failing later in the data path).
 RANGES: dict[str, tuple[float, float]] = {
-    'num_envs': (1, 4096), 'chunk': (1, 1024), 'action_dim': (1, 64), 'num_epochs': (1, 1024),
+    'num_envs': (1, 4096), 'num_env_nodes': (1, 4096), 'chunk': (1, 1024), 'action_dim': (1, 64),
+    'num_epochs': (1, 1024),
     'chunks_per_epoch': (1, 100000), 'num_shards': (1, 4096), 'num_actors': (1, 4096),
     'micro_batch_size': (0, 1 << 20), 'cache_size': (0, 100000), 'sample_window_size': (0, 1 << 30),
     'max_pending_writes': (1, 100000), 'dedupe_window': (1, 1 << 24), 'max_unacked_keys': (1, 1 << 24),
@@ -70,8 +71,10 @@ def make_executor():
         return SingleThreadedExecutor()
 
 
-def diagnostics_publisher(node: Node, period_s: float, counters) -> None:
-    """Publish ``counters()`` as a diagnostic_msgs/DiagnosticArray on /diagnostics (rqt, foxglove)."""
+def diagnostics_publisher(node: Node, period_s: float, counters) -> Callable[[], Any]:
+    """Publish ``counters()`` as a diagnostic_msgs/DiagnosticArray on /diagnostics (rqt, foxglove,
+    and the CLI's progress) every ``period_s``; returns the publish function (it returns the
+    publisher), for a last status before the node exits."""
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
     pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
 
@@ -85,8 +88,10 @@ def diagnostics_publisher(node: Node, period_s: float, counters) -> None:
         arr = DiagnosticArray(status=[status])
         arr.header.stamp = node.get_clock().now().to_msg()
         pub.publish(arr)
+        return pub
     if period_s > 0:
         node.create_timer(period_s, tick)
+    return tick
 
 
 def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:

@@ -5,6 +5,14 @@ action chunk, applies fresh Intervention messages (the expert action replaces th
 flags recorded), optionally records episodes with CollectEpisode, and publishes the front
 camera on a sensor_msgs/Image side topic at a configurable rate. Exits when its training
 steps (or its success target) are done, after its last message was acknowledged.
+
+A managed lifecycle node (``ros2 lifecycle set``; the real-robot launch drives it with
+``autostart:=false``): *configure* makes the env (connects to the robot; an unreachable robot
+fails the transition and the node exits 1), *activate* enables motion (the first reset moves
+the robot home, so nothing moves before it), *deactivate* holds the robot before its next
+motion command (the chunk in flight finishes), *cleanup* / *shutdown* end the run: the
+episodes are flushed and the robot is released. Motion happens only while active. With
+``autostart`` (default: the sim, the CLI) the node configures and activates itself.
 """
 from __future__ import annotations
 
@@ -14,22 +22,29 @@ from typing import Optional
 
 import numpy as np
 import rclpy
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 
 from .. import msg as M
 from ..core.episodes import CollectEpisode, collect_episode_kwargs
-from ..envs.sim_franka import SimFrankaVecEnv
+from ..envs.sim_franka import sim_env_from_params
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
 from ..rollout.workers import EnvStats, EnvWorker, RolloutConfig
-from .common import declare, run_node, topic, wait_acked
+from .. import srv as S
+from .common import declare, diagnostics_publisher, run_node, topic, wait_acked
 
 
-class FrankaEnvNode(Node):
+CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to the robot
+
+
+class FrankaEnvNode(LifecycleNode):
     def __init__(self):
         super().__init__('franka_env_node')
         p = declare(self, {
+            'autostart': (True, 'configure and activate at start-up; false: wait for lifecycle transitions '
+                                '(ros2 lifecycle set, the real-robot launch)'),
+            'diagnostics_period_s': (1.0, 'progress on /diagnostics every this many seconds (0 = only at exit)'),
             'env_rank': (0, 'global rank of this env worker (TrajectoryKey.env_rank)'),
             'stage_id': (0, 'pipeline stage of this worker'),
             'num_envs': (2, 'B: parallel envs owned by this node'),
@@ -44,6 +59,12 @@ class FrankaEnvNode(Node):
             'image_obs': (False, 'render the front and wrist cameras'),
             'image_size': (128, 'camera height and width'),
             'max_episode_steps': (100, 'episode time limit (truncation)'),
+            'state_split': ('train', "sim: initial states from the state-id table's 'train' or held-out 'eval' "
+                                     "ids, one per episode; '' = gym-hil's fixed start"),
+            'state_seed': (0, 'sim: seed of the state-id table (same seed, same states in any process)'),
+            'num_train_states': (4096, 'sim: training state ids [0, N)'),
+            'num_eval_states': (256, 'sim: held-out state ids [N, N + M)'),
+            'num_env_nodes': (1, 'env nodes of the run (each env walks its own stride through the state ids)'),
             'reply_timeout_s': (300.0, 'give up when the policy does not answer a chunk in time'),
             'request_resend_s': (5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes'),
             'intervention_timeout_s': (0.25, 'interventions older than this are stale and ignored'),
@@ -108,8 +129,67 @@ class FrankaEnvNode(Node):
         self._wait_s = 0.0  # time blocked on the policy's reply: the round trip as the env sees it
         self.finished = False
         self.exit_code = 0
+        self._flushed = False  # the loop has ended and the env (its episode datasets) is closed
+        # progress for tools and the CLI: ~/get_stats and /diagnostics (a last status at exit)
+        self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        self._publish_status = diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
+        self._made = threading.Event()   # the rollout thread made the env (or failed to)
+        self._active = threading.Event()  # motion enabled (lifecycle state active)
+        self._make_error: Optional[BaseException] = None
+        self._thread: Optional[threading.Thread] = None
+        if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            self.trigger_activate()
+
+    # -- lifecycle (executor thread) ---------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Make the env in the rollout thread (an EGL context is bound to its thread) and wait
+        for it: connecting to the robot happens here, moving it does not."""
+        if self._thread is not None:
+            self.get_logger().error('configure after cleanup: a run ends at cleanup; start a new node')
+            return TransitionCallbackReturn.FAILURE
         self._thread = threading.Thread(target=self._loop, name='env-loop', daemon=True)
         self._thread.start()
+        if not self._made.wait(CONFIGURE_TIMEOUT_S) or self._make_error is not None:
+            why = self._make_error or f'no env within {CONFIGURE_TIMEOUT_S} s'
+            self.get_logger().error(f'configure failed, nothing moved: {why!r}')
+            self._stop.set()
+            self.exit_code, self.finished = 1, True
+            return TransitionCallbackReturn.FAILURE
+        self.get_logger().info('configured: env ready, motion disabled until activate')
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.get_logger().info('activated: motion enabled')
+        self._active.set()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active.clear()
+        self.get_logger().info('deactivated: holding before the next motion command')
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._end_run('cleanup')
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._end_run('shutdown')
+        return TransitionCallbackReturn.SUCCESS
+
+    def _end_run(self, why: str) -> None:
+        self.get_logger().info(f'{why}: ending the run, flushing episodes and releasing the env')
+        self._active.clear()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        self.finished = True
+
+    def _wait_active(self) -> bool:
+        """Block while not active (nothing moves); False when the node is stopping."""
+        while not self._active.wait(0.1):
+            if self._stop.is_set():
+                return False
+        return True
 
     # -- subscriptions (executor thread) ---------------------------------------------------------
     def on_actions(self, m: M.ActionChunk) -> None:
@@ -148,7 +228,7 @@ class FrankaEnvNode(Node):
                                       max_episode_steps=p['max_episode_steps'])]
             env = BatchedEnv(robots, lambda i, raw: raw, p['task_description'], p['seed'])
         elif p['env_type'] == 'sim':
-            env = SimFrankaVecEnv(p['num_envs'], p['image_obs'], p['image_size'], p['seed'], p['max_episode_steps'])
+            env = sim_env_from_params(p, p['env_rank'])
         else:
             raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
         if p['collect_episodes']:
@@ -162,9 +242,16 @@ class FrankaEnvNode(Node):
 
     def _loop(self) -> None:
         try:
-            self.env = self._make_env()
-            self.worker = EnvWorker(self.cfg, self.env, self._intervention)
-            if not self._teleop_present():  # before reset: resetting moves the robot home
+            try:
+                self.env = self._make_env()
+                self.worker = EnvWorker(self.cfg, self.env, self._intervention)
+            except Exception as e:  # noqa: BLE001 - on_configure reports it and fails the transition
+                self._make_error = e
+                return
+            finally:
+                self._made.set()
+            # before reset: resetting moves the robot home
+            if not self._wait_active() or not self._teleop_present():
                 return
             gen = self.worker.run()
             req = next(gen)
@@ -198,7 +285,8 @@ class FrankaEnvNode(Node):
                         raise TimeoutError(f'no action chunk for {req.sources[0].key.as_tuple()} within '
                                            f"{self.p['reply_timeout_s']} s")
                 self._wait_s += time.monotonic() - t_sent
-                if not self._teleop_present():  # the operator's device went away: no further motion
+                # deactivated: hold here; the operator's device went away: no further motion
+                if not self._wait_active() or not self._teleop_present():
                     return
                 req = gen.send(self._actions)
                 self._progress()
@@ -210,12 +298,24 @@ class FrankaEnvNode(Node):
             wait_acked(self, (self.pub_req,))
             if self.env is not None:
                 self.env.close()  # in this thread (EGL); CollectEpisode flushes and finalizes here
-            s = self.worker.stats if self.worker is not None else EnvStats()
-            print(f"[env {self.cfg.env_rank}] done: steps={s.chunks // (self.cfg.num_epochs * self.cfg.chunks_per_epoch)} "
-                  f'chunks={s.chunks} episodes={s.episodes} successes={s.successes} env_s={s.env_time_s:.3f} '
-                  f'loop_s={self._t_last - (self._t_first or self._t_last):.3f} wait_s={self._wait_s:.3f}',
-                  flush=True)
+            self._flushed = True
+            st = self.stats()
+            self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in st.items()))
+            wait_acked(self, (self._publish_status(),), timeout_s=5.0)  # the last status reaches its readers
             self.finished = True
+
+    def stats(self) -> dict[str, float]:
+        s = self.worker.stats if self.worker is not None else EnvStats()
+        end = self._t_last if self._t_last is not None else time.monotonic()
+        return {'steps': s.chunks // (self.cfg.num_epochs * self.cfg.chunks_per_epoch), 'chunks': s.chunks,
+                'episodes': s.episodes, 'successes': s.successes, 'env_s': round(s.env_time_s, 3),
+                'loop_s': round(end - (self._t_first or end), 3), 'wait_s': round(self._wait_s, 3),
+                'active': int(self._active.is_set()), 'finished': int(self._flushed), 'exit_code': self.exit_code}
+
+    def on_stats(self, request, response):
+        st = self.stats()
+        response.names, response.values = list(st), [float(v) for v in st.values()]
+        return response
 
     def _teleop_present(self) -> bool:
         """With ``require_teleop``: True once a teleop device publishes Interventions; waits up to
@@ -242,8 +342,8 @@ class FrankaEnvNode(Node):
         if s.chunks % 10 == 0:
             dt = time.monotonic() - s.started
             rate = s.successes / s.episodes if s.episodes else 0.0
-            print(f'[env {self.cfg.env_rank}] chunks={s.chunks} ({s.chunks / dt:.1f}/s) episodes={s.episodes} '
-                  f'successes={s.successes} ({rate:.0%})', flush=True)
+            self.get_logger().info(f'chunks={s.chunks} ({s.chunks / dt:.1f}/s) episodes={s.episodes} '
+                                   f'successes={s.successes} ({rate:.0%})')
 
     def _publish_joints(self, req) -> None:
         if 'states' not in req.obs:
@@ -268,7 +368,8 @@ class FrankaEnvNode(Node):
 
     def shutdown(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=60)
+        if self._thread is not None:
+            self._thread.join(timeout=60)
 
 
 def main(args=None) -> int:

@@ -11,6 +11,7 @@ The teleop node is the SpaceMouse or the GELLO one. The run stops after
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -101,15 +102,32 @@ def _ros_args(values: dict) -> list[str]:
     return out
 
 
+def apply_overrides(cfg: dict, robot_ip: Optional[str] = None, demos_dir: Optional[str] = None,
+                    log_dir: Optional[str] = None, gello_port: Optional[str] = None, episodes: Optional[int] = None,
+                    hid_udp_port: Optional[int] = None, teleop: Optional[str] = None,
+                    image_storage: Optional[str] = None) -> dict:
+    """The CLI's options and the launch file's arguments, one mapping onto the spec keys (an
+    empty / None value keeps the file's)."""
+    if teleop:
+        if teleop not in ('spacemouse', 'gello'):
+            raise ValueError(f"teleop must be 'spacemouse' or 'gello', got {teleop!r}")
+        cfg['use_spacemouse'], cfg['use_gello'] = teleop == 'spacemouse', teleop == 'gello'
+    for key, value in (('robot_ip', robot_ip), ('demos_dir', demos_dir), ('log_dir', log_dir),
+                       ('gello_port', gello_port)):
+        if value:
+            cfg[key] = value
+    if episodes:
+        cfg['num_data_episodes'] = int(episodes)
+    if hid_udp_port:
+        cfg.setdefault('spacemouse', {})['hid_udp_port'] = int(hid_udp_port)
+    if image_storage:
+        cfg.setdefault('data_collection', {})['image_storage'] = image_storage
+    return cfg
+
+
 def main(args) -> int:
-    cfg = load_config(args.config)
-    for key in ('robot_ip', 'demos_dir', 'log_dir'):
-        if getattr(args, key, None):
-            cfg[key] = getattr(args, key)
-    if args.episodes:
-        cfg['num_data_episodes'] = args.episodes
-    if args.hid_udp_port:
-        cfg.setdefault('spacemouse', {})['hid_udp_port'] = args.hid_udp_port
+    cfg = apply_overrides(load_config(args.config), args.robot_ip, args.demos_dir, args.log_dir,
+                          episodes=args.episodes, hid_udp_port=args.hid_udp_port, image_storage=args.image_storage)
     run_dir = new_run_dir(cfg.get('log_dir', 'logs'))
     params, teleop = node_params(cfg, run_dir)
     r = sc.run_ros(params, 1, str(run_dir), extra_nodes=teleop, quiet=args.quiet)

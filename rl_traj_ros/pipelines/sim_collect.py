@@ -23,6 +23,7 @@ import yaml
 from ..paths import config_path
 
 NODES = ('franka_env_node', 'policy_node', 'trajectory_collector_node', 'replay_buffer_writer_node')
+NODE_OF = {'writer': 'replay_buffer_writer_node', 'collector': 'trajectory_collector_node', 'policy': 'policy_node'}
 DEFAULT_CONFIG = config_path('sim_collect.yaml')
 
 
@@ -71,6 +72,7 @@ def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = 
     if image_storage is not None:
         p['franka_env_node']['image_storage'] = image_storage
     p['trajectory_collector_node']['env_ranks'] = list(range(num_env_nodes))
+    p['franka_env_node']['num_env_nodes'] = num_env_nodes
     return p
 
 
@@ -83,7 +85,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     from ..core.delivery import ExactlyOnceSink, new_run_id
     from ..core.episodes import CollectEpisode, collect_episode_kwargs
     from ..core.replay_buffer import TrajectoryReplayBuffer
-    from ..envs.sim_franka import SimFrankaVecEnv
+    from ..envs.sim_franka import sim_env_from_params
     from ..rollout.workers import EnvWorker, make_plan, make_policy_worker
     pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
     policy = make_policy_worker(params['policy_node'])
@@ -98,7 +100,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     workers, envs = [], []
     for rank in range(num_env_nodes):
         cfg = rollout_config(pe, rank)
-        env = SimFrankaVecEnv(cfg.num_envs, cfg.image_obs, cfg.image_size, cfg.seed, cfg.max_episode_steps)
+        env = sim_env_from_params({**pe, 'num_env_nodes': num_env_nodes}, rank)
         if pe.get('collect_episodes') and output_dir:
             env = CollectEpisode(env, str(Path(output_dir) / 'collected_data' / f'env_{rank}'), rank=rank,
                                  num_envs=cfg.num_envs, **collect_episode_kwargs(pe))
@@ -153,9 +155,12 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             extra_nodes: Optional[dict[str, tuple[str, list[str]]]] = None) -> dict:
     """``chaos(ctl)`` runs in a thread while the env nodes work: ``ctl.kill(name, sig)`` and
     ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults;
-    ``ctl.wait_log(name, text)`` waits until a node has logged ``text``.
+    ``ctl.wait_stat(name, key, at_least)`` waits until a node's /diagnostics status reports
+    ``key >= at_least`` (progress), ``ctl.wait_log(name, text)`` until it logged ``text`` (errors).
+    Progress and the totals come from the nodes' /diagnostics, not from their printed lines.
     ``wrap[name]`` prefixes a node's command (e.g. ``['ip', 'netns', 'exec', 'hostA']``)."""
     import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     pfile = work / 'params.yaml'
@@ -187,6 +192,12 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
     t0 = time.monotonic()
     rclpy.init()
     node = rclpy.create_node('sim_collect_runner')
+    status: dict[str, dict[str, float]] = {}  # node's fully qualified name -> its latest counters
+    node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: status.update(
+        {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status}), 100)
+
+    def fqn(name: str) -> str:
+        return f'/{name}/franka_env_node' if name.startswith('env_') else f'/{NODE_OF[name]}'
     try:
         start('writer', 'replay_buffer_writer_node', [])
         start('collector', 'trajectory_collector_node', [])
@@ -211,6 +222,15 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
                     return False
 
                 @staticmethod
+                def wait_stat(name: str, key: str, at_least: float, timeout_s: float = 120.0) -> bool:
+                    deadline = time.monotonic() + timeout_s
+                    while time.monotonic() < deadline:
+                        if status.get(fqn(name), {}).get(key, float('-inf')) >= at_least:
+                            return True
+                        time.sleep(0.1)
+                    return False
+
+                @staticmethod
                 def kill(name: str, sig: int = signal.SIGKILL) -> None:
                     os.killpg(procs[name].pid, sig)
                     procs[name].wait()
@@ -219,8 +239,12 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
                 def restart(name: str) -> None:
                     start(name, *specs[name])
             threading.Thread(target=chaos, args=(Ctl,), daemon=True).start()
-        for n in env_names:
-            procs[n].wait()
+        while any(procs[n].poll() is None for n in env_names):
+            rclpy.spin_once(node, timeout_sec=0.1)
+        # each env node's last status (sent and acknowledged before it exited)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and not all(status.get(fqn(n), {}).get('finished') for n in env_names):
+            rclpy.spin_once(node, timeout_sec=0.1)
         failed = [n for n in procs if procs[n].poll() not in (None, 0)]
         # drain: everything the collector flushed is stored, nothing is pending
         from .drain import wait_stored
@@ -238,11 +262,10 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
                 p.wait()
         node.destroy_node()
         rclpy.try_shutdown()
-    done_lines = [l for n in env_names for l in logs[n] if '] done:' in l]
     totals = {'chunks': 0, 'episodes': 0, 'successes': 0, 'env_s': 0.0, 'loop_s': 0.0, 'wait_s': 0.0}
-    for line in done_lines:
+    for n in env_names:
         for k in totals:
-            totals[k] += type(totals[k])(line.split(f'{k}=')[1].split()[0])
+            totals[k] += type(totals[k])(status.get(fqn(n), {}).get(k, 0))
     return {'wall_s': wall, 'collector': col, 'writer': wr, 'failed': failed, **totals,
             'exit_codes': {n: p.returncode for n, p in procs.items()}, 'logs': logs}
 

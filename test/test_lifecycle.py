@@ -1,0 +1,101 @@
+"""The env node is a managed lifecycle node: the transitions `ros2 lifecycle set` sends (the
+lifecycle_msgs services, called here with rclpy) configure it, enable motion, hold it, and end
+the run; motion (every step follows a PolicyInput) happens only while active."""
+import subprocess
+import sys
+import time
+
+from lifecycle_msgs.msg import State, Transition
+from lifecycle_msgs.srv import ChangeState, GetState
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+import rl_traj_ros.msg as M
+from rl_traj_ros.ros.qos import DATA_QOS
+
+from rosutil import ROOT, ros_process, spin_until, stop_process
+
+PREFIX = '/lifecycle_test'
+NODE = '/franka_env_node'
+
+
+def _call(ex, client, request, timeout=60.0):
+    assert client.wait_for_service(timeout_sec=20.0), client.srv_name
+    fut = client.call_async(request)
+    assert spin_until(ex, fut.done, timeout), f'{client.srv_name}: no answer'
+    return fut.result()
+
+
+def _requests_during(ex, counter, seconds):
+    before = counter[0]
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ex.spin_once(timeout_sec=0.05)
+    return counter[0] - before
+
+
+def test_motion_only_while_active_and_transitions_by_hand(rclpy_context):
+    env = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args',
+                            '-p', 'autostart:=false', '-p', 'image_obs:=false', '-p', 'collect_episodes:=false',
+                            '-p', 'camera_topic_rate_hz:=0.0', '-p', f'topic_prefix:={PREFIX}', '-p', 'num_steps:=0'],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    node = Node('lifecycle_driver', context=rclpy_context)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    seen = [0]
+    node.create_subscription(M.PolicyInput, f'{PREFIX}/policy_input', lambda m: seen.__setitem__(0, seen[0] + 1),
+                             DATA_QOS)
+    get_state = node.create_client(GetState, f'{NODE}/get_state')
+    change = node.create_client(ChangeState, f'{NODE}/change_state')
+
+    def state():
+        return _call(ex, get_state, GetState.Request()).current_state.id
+
+    def transition(tid):
+        return _call(ex, change, ChangeState.Request(transition=Transition(id=tid))).success
+    try:
+        # a policy node answers, so an active env keeps stepping
+        with ros_process(['-m', 'rl_traj_ros.nodes.policy_node', '--ros-args', '-p', f'topic_prefix:={PREFIX}',
+                          '-p', 'use_images:=false']):
+            assert state() == State.PRIMARY_STATE_UNCONFIGURED
+            assert _requests_during(ex, seen, 2.0) == 0
+            assert transition(Transition.TRANSITION_CONFIGURE) and state() == State.PRIMARY_STATE_INACTIVE
+            assert _requests_during(ex, seen, 2.0) == 0  # configured: the env exists, nothing moves
+            assert transition(Transition.TRANSITION_ACTIVATE) and state() == State.PRIMARY_STATE_ACTIVE
+            assert spin_until(ex, lambda: seen[0] >= 5, 30.0), 'no motion after activate'
+            assert transition(Transition.TRANSITION_DEACTIVATE) and state() == State.PRIMARY_STATE_INACTIVE
+            _requests_during(ex, seen, 1.0)  # the chunk in flight finishes
+            assert _requests_during(ex, seen, 2.0) == 0  # then the robot holds
+            assert transition(Transition.TRANSITION_ACTIVATE)
+            n = seen[0]
+            assert spin_until(ex, lambda: seen[0] >= n + 5, 30.0), 'no motion after re-activate'
+            assert transition(Transition.TRANSITION_ACTIVE_SHUTDOWN)  # ends the run, releases the env
+            out, _ = env.communicate(timeout=60)
+            assert env.returncode == 0, out[-3000:]
+            assert 'activated: motion enabled' in out and 'deactivated: holding' in out, out[-3000:]
+    finally:
+        stop_process(env)
+        node.destroy_node()
+
+
+def test_configure_fails_and_the_node_exits_when_the_robot_is_unreachable(rclpy_context):
+    """franky with no robot at the address: configure fails (nothing was sent), exit 1."""
+    env = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args',
+                            '-p', 'autostart:=false', '-p', 'env_type:=franky', '-p', 'num_envs:=1',
+                            '-p', 'robot_ip:=127.0.0.1', '-p', 'collect_episodes:=false',
+                            '-p', f'topic_prefix:={PREFIX}_franky'],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    node = Node('lifecycle_driver_franky', context=rclpy_context)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    try:
+        change = node.create_client(ChangeState, f'{NODE}/change_state')
+        assert not _call(ex, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE))
+                         ).success
+        out, _ = env.communicate(timeout=60)
+        assert env.returncode == 1 and 'configure failed, nothing moved' in out, out[-3000:]
+    finally:
+        stop_process(env)
+        node.destroy_node()
