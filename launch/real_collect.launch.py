@@ -6,6 +6,7 @@
 Reads config/real_collect.yaml (the spec's keys) and starts the same nodes with the same
 parameters as `python -m rl_traj_ros.cli run real_collect`.
 """
+import atexit
 import os
 
 import yaml
@@ -21,7 +22,7 @@ from lifecycle_msgs.msg import Transition
 
 from rl_traj_ros.pipelines.launch_support import supervise
 from rl_traj_ros.pipelines.real_collect import apply_overrides, check_config, node_params
-from rl_traj_ros.pipelines.run_dir import new_run_dir
+from rl_traj_ros.pipelines.run_dir import discard_if_empty, new_run_dir
 
 ARGS = {
     'config': (os.path.join(get_package_share_directory('rl_traj_ros'), 'config', 'real_collect.yaml'),
@@ -45,7 +46,10 @@ def _nodes(context):
                           arg['log_dir'], arg['gello_port'], arg['num_data_episodes'] or None,
                           int(arg['hid_udp_port'] or 0), arg['teleop'], arg['image_storage'])
     check_config(cfg)
-    params, teleop = node_params(cfg, new_run_dir(cfg.get('log_dir', 'logs')))
+    run_dir = new_run_dir(cfg.get('log_dir', 'logs'))
+    # when `ros2 launch` exits (every node stopped): a run that recorded nothing leaves no directory
+    atexit.register(discard_if_empty, run_dir)
+    params, teleop = node_params(cfg, run_dir)
     nodes = {name: Node(package='rl_traj_ros', executable=name, name=name, namespace=ns, parameters=[params[name]],
                         output='screen') for name, ns in EXECUTABLES.items() if name != 'franka_env_node'}
     teleops = [Node(package='rl_traj_ros', executable=module, name=module, output='screen',

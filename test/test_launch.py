@@ -159,6 +159,8 @@ def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(t
     done = [line for line in log.splitlines() if 'done: ' in line]
     assert all('chunks=0 episodes=0' in line for line in done), done  # not a single chunk executed
     assert not list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))
+    assert not [p for p in (tmp_path / 'logs').iterdir() if p.name != 'latest'], 'an empty run directory was left'
+    assert not (tmp_path / 'logs' / 'latest').exists()
 
 
 def test_real_launch_drives_the_lifecycle_and_stores_the_demos(franky_sim, tmp_path):  # noqa: F811

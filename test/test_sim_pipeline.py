@@ -143,6 +143,13 @@ def test_new_run_dir_never_reuses_a_directory(tmp_path):
     dirs = [new_run_dir(tmp_path) for _ in range(3)]  # same second: suffixed
     assert len(set(dirs)) == 3 and all(d.is_dir() for d in dirs)
     assert (tmp_path / 'latest').resolve() == dirs[-1].resolve()
+    from rl_traj_ros.pipelines.run_dir import discard_if_empty
+    (dirs[0] / 'demos').mkdir()
+    (dirs[0] / 'demos' / 'trajectory_index.json').write_text('{}')
+    (dirs[2] / 'collected_data' / 'env_0').mkdir(parents=True)  # a failed run: empty directories only
+    assert not discard_if_empty(dirs[0]) and dirs[0].is_dir()  # holds a file: kept
+    assert discard_if_empty(dirs[2]) and not dirs[2].exists()
+    assert (tmp_path / 'latest').resolve() == dirs[1].resolve()  # back to the newest run left
 
 
 TELEOP = r'''
