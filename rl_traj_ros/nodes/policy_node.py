@@ -89,7 +89,7 @@ class PolicyNode(Node):
                 self._answered[key] = out
                 while len(self._answered) > 256:
                     self._answered.popitem(last=False)
-                pm = cv.policy_part_to_msg(part, self.worker.model_version)
+                pm = cv.policy_part_to_msg(part, chunk.model_version)  # the version that answered this step
                 pm.header.stamp = out.header.stamp
                 self.policy_out.send(key, [s.key for s in part.sources], pm, matched=self._consumers())
                 self.counters['policy_parts'] += 1

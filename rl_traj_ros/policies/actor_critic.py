@@ -58,6 +58,13 @@ class ActorCritic(nn.Module):
             actions = actions.to(self.device)
         return actions.cpu(), d.log_prob(actions).cpu(), self.value(h).cpu()
 
+    def evaluate(self, obs: dict, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Differentiable (logprobs [N, C*A], entropy [N, C*A], values [N]) of given actions:
+        what the PPO update needs (core/ppo.py)."""
+        h = self.features(obs)
+        d = self.dist(h)
+        return d.log_prob(actions.to(self.device)), d.entropy(), self.value(h)[..., 0]
+
     @torch.no_grad()
     def values(self, obs: dict) -> torch.Tensor:
         return self.value(self.features(obs)).cpu()

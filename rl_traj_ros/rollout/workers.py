@@ -8,6 +8,8 @@ the reference for the end-to-end test and the no-ROS baseline of the benchmark.
 """
 from __future__ import annotations
 
+import copy
+
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Generator, Optional
@@ -158,10 +160,48 @@ def _key_seed(seed: int, key: TrajectoryKey) -> int:
 
 
 class PolicyWorker:
+    """Answers PolicyInputs. New weights (``set_weights``, from the learner) apply from the
+    next training step on, never inside a step: a request is answered by the newest version
+    whose first step is <= the request's step_id (the previous version is kept for env nodes
+    still finishing the older step), and that version is stamped into its ActionChunk,
+    PolicyPart and per-slot ``versions`` (synchronous PPO: step k+1 uses update k's weights)."""
+    KEEP_VERSIONS = 2
+
     def __init__(self, model: ActorCritic, expert: Optional[PickCubeExpert] = None, seed: int = 0,
                  keep_next_obs: bool = False, model_version: int = 0):
-        self.model, self.expert, self.seed = model, expert, seed
-        self.keep_next_obs, self.model_version = keep_next_obs, model_version
+        self.expert, self.seed, self.keep_next_obs = expert, seed, keep_next_obs
+        self._versions: list[tuple[int, int, ActorCritic]] = [(0, int(model_version), model)]  # (from step, v, m)
+        self._max_step = -1
+
+    @property
+    def model(self) -> ActorCritic:
+        return self._versions[-1][2]
+
+    @property
+    def model_version(self) -> int:
+        return self._versions[-1][1]
+
+    def set_weights(self, state_dict: dict, version: int) -> int:
+        """Stage weights with their version; returns the first step_id they answer."""
+        if version <= self.model_version:
+            raise ValueError(f'model version {version} is not newer than the current {self.model_version}')
+        own = self.model.state_dict()
+        bad = {k for k in own if k not in state_dict or tuple(state_dict[k].shape) != tuple(own[k].shape)}
+        bad |= set(state_dict) - set(own)
+        if bad:
+            raise ValueError(f'weights do not fit the policy model: {sorted(bad)[:5]}')
+        model = copy.deepcopy(self.model)
+        model.load_state_dict(state_dict)
+        first = self._max_step + 1
+        self._versions = (self._versions + [(first, int(version), model.eval())])[-self.KEEP_VERSIONS:]
+        return first
+
+    def _for_step(self, step: int) -> tuple[ActorCritic, int]:
+        self._max_step = max(self._max_step, step)
+        for first, version, model in reversed(self._versions):
+            if step >= first:
+                return model, version
+        return self._versions[0][2], self._versions[0][1]  # older than every kept version
 
     def infer(self, req: PolicyInput) -> tuple[ActionChunk, PolicyPart]:
         b = sum(s.size for s in req.sources)
@@ -173,17 +213,19 @@ class PolicyWorker:
             states = req.obs['states'].numpy()
             given = torch.from_numpy(np.stack([self.expert.act_chunk(states[i], self.model.chunk).reshape(-1)
                                                for i in range(b)])).clamp(-1.0, 1.0)
-        actions, logp, values = self.model.act(req.obs, generator=g, actions=given)
-        versions = torch.full((b, self.model.chunk), self.model_version, dtype=torch.int64)
+        model, version = self._for_step(req.sources[0].key.step_id)
+        actions, logp, values = model.act(req.obs, generator=g, actions=given)
+        versions = torch.full((b, model.chunk), version, dtype=torch.int64)
         out = PolicyOutput({'action': actions}, logp, values, versions)
-        return ActionChunk(req.sources, actions, self.model_version), PolicyPart(req.sources, req.obs, output=out)
+        return ActionChunk(req.sources, actions, version), PolicyPart(req.sources, req.obs, output=out)
 
     def complete(self, req: PolicyInput) -> Optional[EnvPart]:
         part = req.env_part
         if part is None:
             return None
         resolved = part.next_obs if part.next_obs is not None else req.obs
-        values = self.model.values(resolved) if part.requires_inference else None
+        model, _ = self._for_step(part.sources[0].key.step_id)  # the values of the step's own version
+        values = model.values(resolved) if part.requires_inference else None
         return part.complete(req.obs, values, keep_next_obs=self.keep_next_obs)
 
     def handle(self, req: PolicyInput) -> tuple[Optional[ActionChunk], Optional[PolicyPart], Optional[EnvPart]]:

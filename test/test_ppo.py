@@ -1,0 +1,166 @@
+"""The learner's data path and PPO update (core/ppo.py) against hand-worked vectors, a
+learning check on a contextual bandit, and two torch.distributed ranks staying identical."""
+import math
+import os
+
+import pytest
+import torch
+
+from rl_traj_ros.core.ppo import (PPOConfig, PPOUpdater, all_reduce_gradients, compute_response_mask,
+                                  flatten_trajectories, policy_loss, reinforce_pp_advantages, training_batch,
+                                  value_loss)
+from rl_traj_ros.core.trajectory import Trajectory
+from rl_traj_ros.policies.actor_critic import ActorCritic
+
+
+def test_flatten_trajectories_reshapes_b_s_and_repeats_1d_per_step():
+    x = torch.arange(12.).reshape(2, 3, 2)
+    out = flatten_trajectories({'x': x, 'uid': torch.tensor([10, 20]), 'other': torch.arange(5)}, 2, 3)
+    assert out['x'].tolist() == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10, 11]]
+    assert out['uid'].tolist() == [10, 10, 10, 20, 20, 20]
+    assert out['other'].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_response_mask_ends_at_the_first_completed_slot_and_spans_the_action_dim():
+    complete = torch.tensor([[[False, True], [False, False]],     # completes at slot 1 of step 0
+                             [[False, False], [False, False]]])   # never: every slot counts
+    m = compute_response_mask(complete, action_dim=3)
+    assert m.shape == (2, 2, 6)
+    assert m[0].tolist() == [[True] * 6, [False] * 6]
+    assert m[1].all()
+    later = torch.zeros(1, 3, 2, dtype=torch.bool)
+    later[0, 1, 1] = True  # step 1, slot 1: slots 0..3 count
+    assert compute_response_mask(later, 1)[0].tolist() == [[True, True], [True, True], [False, False]]
+
+
+def test_reinforce_pp_returns_restart_after_a_done_and_are_whitened():
+    rewards = torch.tensor([1., 0., 2.]).reshape(3, 1, 1)
+    dones = torch.tensor([0., 0., 1., 0.]).reshape(4, 1, 1)  # index 0: before the epoch; chunk 1 ends an episode
+    adv, ret = reinforce_pp_advantages(rewards, dones, 1, gamma=0.9)
+    assert ret[:, 0, 0].tolist() == pytest.approx([1.0, 0.0, 2.0])  # G1 = 0 + 0.9 * 0 (done) * G2
+    sd = math.sqrt(2 / 3 + 1e-5)
+    assert adv[:, 0, 0].tolist() == pytest.approx([0.0, -1 / sd, 1 / sd], rel=1e-5)
+    adv2, ret2 = reinforce_pp_advantages(rewards, torch.zeros(4, 1, 1), 1, gamma=0.9)
+    assert ret2[:, 0, 0].tolist() == pytest.approx([1 + 0.9 * 1.8, 1.8, 2.0])
+
+
+def test_clipped_surrogate_and_value_loss_by_hand():
+    old = torch.zeros(1, 2)
+    new = torch.log(torch.tensor([[1.5, 0.5]]))
+    mask = torch.ones(1, 2, dtype=torch.bool)
+    loss, st = policy_loss(new, old, torch.tensor([1.0]), mask, 0.2)
+    assert float(loss) == pytest.approx((-1.2 - 0.5) / 2)          # max(-A r, -A clip(r)) per entry
+    assert float(st['clip_fraction']) == 1.0
+    assert float(st['approx_kl']) == pytest.approx(((0.5 - math.log(1.5)) + (-0.5 - math.log(0.5))) / 2)
+    loss, _ = policy_loss(new, old, torch.tensor([-1.0]), mask, 0.2)
+    assert float(loss) == pytest.approx((1.5 + 0.8) / 2)
+    loss, _ = policy_loss(new, old, torch.tensor([1.0]), torch.tensor([[True, False]]), 0.2)
+    assert float(loss) == pytest.approx(-1.2)                        # masked entries do not count
+    vl = value_loss(torch.tensor([2.0]), torch.tensor([1.0]), torch.tensor([3.0]), torch.tensor([True]), 0.2)
+    assert float(vl) == pytest.approx(0.5 * (1.2 - 3.0) ** 2)        # the clipped value is further off
+    assert float(value_loss(torch.tensor([2.0]), torch.tensor([1.0]), torch.tensor([3.0]), torch.tensor([True]),
+                            0.0)) == pytest.approx(0.5)
+
+
+def _trajectory(t=4, b=2, c=2, a=3, dones=None):
+    g = torch.Generator().manual_seed(0)
+    d = torch.zeros(t + 1, b, c, dtype=torch.bool) if dones is None else dones
+    return Trajectory(actions=torch.randn(t, b, c * a, generator=g), rewards=torch.rand(t, b, c, generator=g),
+                      prev_logprobs=torch.randn(t, b, c * a, generator=g), versions=torch.full((t, b, 1), 3),
+                      intervene_flags=torch.zeros(t, b, c * a, dtype=torch.bool), dones=d, terminations=d,
+                      truncations=torch.zeros_like(d), prev_values=torch.randn(t + 1, b, 1, generator=g),
+                      curr_obs={'states': torch.randn(t, b, 5, generator=g)})
+
+
+def test_training_batch_is_env_major_and_masks_after_the_first_done_without_auto_reset():
+    d = torch.zeros(5, 2, 2, dtype=torch.bool)
+    d[2, 1, 0] = True  # env 1 finishes in chunk 1, slot 0
+    traj = _trajectory(dones=d)
+    batch = training_batch(traj, action_dim=3, advantage='gae', auto_reset=False)
+    assert batch['actions'].shape == (8, 6) and batch['obs']['states'].shape == (8, 5)
+    assert torch.equal(batch['actions'][1], traj.actions[1, 0])       # row = env * T + t
+    assert torch.equal(batch['obs']['states'][4], traj.curr_obs['states'][0, 1])
+    assert batch['versions'].tolist() == [3] * 8
+    m = batch['response_mask'].reshape(2, 4, 6)
+    assert m[0].all() and m[1, :1].all() and m[1, 1, :3].all() and not m[1, 1, 3:].any() and not m[1, 2:].any()
+    assert training_batch(traj, 3)['response_mask'].all()              # auto-reset: every slot is a step
+
+
+def test_ppo_learns_a_contextual_bandit():
+    """One-chunk episodes, reward -(a - 0.5 s0)^2: PPO from the package's actor-critic must
+    move the mean reward up a lot within a few updates."""
+    torch.manual_seed(0)
+    model = ActorCritic(state_dim=4, action_dim=1, chunk=1, hidden=32, init_log_std=-0.5, seed=0)
+    upd = PPOUpdater(model.parameters(), model.evaluate, PPOConfig(epochs=4, minibatch_size=64, lr=3e-3,
+                                                                   target_kl=0.05), seed=0)
+    g = torch.Generator().manual_seed(1)
+    rewards = []
+    for _ in range(25):
+        obs = {'states': torch.randn(256, 4, generator=g)}
+        actions, logp, values = model.act(obs, generator=g)
+        r = -(actions[:, 0] - 0.5 * obs['states'][:, 0]) ** 2
+        rewards.append(float(r.mean()))
+        batch = {'obs': obs, 'actions': actions, 'old_logprobs': logp, 'old_values': values[:, 0],
+                 'advantages': r - values[:, 0], 'returns': r, 'response_mask': torch.ones(256, 1, dtype=torch.bool)}
+        metrics = upd.update(batch)
+    print(f'mean reward per update: {[round(x, 3) for x in rewards]}')
+    assert rewards[-1] > 0.25 * rewards[0], rewards  # the squared error falls to under a quarter
+    assert {'policy_loss', 'value_loss', 'entropy', 'approx_kl', 'clip_fraction', 'explained_variance',
+            'samples_per_s'} <= set(metrics)
+
+
+def _rank(rank, world, port, out):
+    import torch.distributed as dist
+    dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=world)
+    model = ActorCritic(state_dim=4, action_dim=2, chunk=1, hidden=16, seed=0)  # same initial weights
+    upd = PPOUpdater(model.parameters(), model.evaluate, PPOConfig(epochs=2, minibatch_size=32),
+                     all_reduce=all_reduce_gradients, seed=0)
+    g = torch.Generator().manual_seed(100 + rank)  # each rank gets its own rows
+    for _ in range(3):
+        obs = {'states': torch.randn(64, 4, generator=g)}
+        actions, logp, values = model.act(obs, generator=g)
+        r = -actions.pow(2).sum(1)
+        upd.update({'obs': obs, 'actions': actions, 'old_logprobs': logp, 'old_values': values[:, 0],
+                    'advantages': r, 'returns': r, 'response_mask': torch.ones(64, 2, dtype=torch.bool)})
+    torch.save(model.state_dict(), f'{out}/rank{rank}.pt')
+    dist.destroy_process_group()
+
+
+def test_two_learner_ranks_end_every_update_with_identical_weights(tmp_path):
+    import torch.multiprocessing as mp
+    port = 29500 + os.getpid() % 1000
+    mp.spawn(_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    a, b = (torch.load(tmp_path / f'rank{r}.pt', weights_only=True) for r in (0, 1))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    init = ActorCritic(state_dim=4, action_dim=2, chunk=1, hidden=16, seed=0).state_dict()
+    assert not all(torch.equal(a[k], init[k]) for k in a)  # and they did learn something
+
+
+def test_new_weights_apply_from_the_next_step_with_their_version_stamped():
+    from rl_traj_ros.core.schema import PolicyInput, TrajectoryKey, TrajectorySource
+    from rl_traj_ros.rollout.workers import PolicyWorker
+
+    def req(step, chunk, env_rank=0):
+        key = TrajectoryKey(step, 0, env_rank, 0, chunk)
+        return PolicyInput([TrajectorySource(key, 2)], {'states': torch.ones(2, 4) * (chunk + 1)})
+
+    def fresh(state_dict=None):
+        m = ActorCritic(4, 2, 3, hidden=16, seed=0)
+        if state_dict is not None:
+            m.load_state_dict(state_dict)
+        return PolicyWorker(m.eval())
+    w = fresh()
+    assert w.infer(req(0, 0))[0].model_version == 0
+    new = {k: v + 0.3 for k, v in w.model.state_dict().items()}
+    assert w.set_weights(new, 1) == 1  # the next step is the first with the new weights
+    chunk, part = w.infer(req(0, 1))  # still step 0: the old weights, version 0
+    assert chunk.model_version == 0 and torch.equal(chunk.actions, fresh().infer(req(0, 1))[0].actions)
+    chunk, part = w.infer(req(1, 0))
+    assert chunk.model_version == 1 and part.output.versions.unique().tolist() == [1]
+    assert torch.equal(chunk.actions, fresh(new).infer(req(1, 0))[0].actions)
+    assert not torch.equal(chunk.actions, fresh().infer(req(1, 0))[0].actions)  # the actions changed
+    assert w.infer(req(0, 2, env_rank=1))[0].model_version == 0  # an env node still finishing step 0
+    with pytest.raises(ValueError, match='not newer'):
+        w.set_weights(new, 1)
+    with pytest.raises(ValueError, match='do not fit'):
+        w.set_weights({**new, 'value.weight': torch.zeros(1, 3)}, 2)
