@@ -19,6 +19,8 @@ TOPICS = {
     'intervention': 'intervention',    # teleop -> env (Intervention)
     'trajectory_ack': 'trajectory_ack',  # writer -> collector (TrajectoryAck: trajectories durably stored)
     'key_ack': 'key_ack',              # collector -> policy (KeyAck: every row of these chunks stored)
+    'policy_weights': 'policy_weights',  # learner -> policy (PolicyWeights: new weights, model version)
+    'learner_metrics': 'learner_metrics',  # learner -> anyone (diagnostic_msgs/DiagnosticArray per update)
 }
 
 

@@ -4,17 +4,25 @@ Per request: infer -> ActionChunk back to the env, PolicyPart published at once;
 attached EnvPart of the previous chunk is completed (next obs resolved, terminal values
 inferred when requested) and published. Only this node publishes parts, so the trajectory
 stream has one producer and one ordering boundary (spec §2).
+
+Weights: the learner publishes PolicyWeights (RELIABLE + TRANSIENT_LOCAL, so a restarted
+policy node gets the latest); they answer from the next training step on, with their
+``model_version`` stamped into every ActionChunk and PolicyPart. ``max_version_lag`` >= 0
+holds a request for step ``s`` until the node has the weights of update ``s - lag``
+(0: synchronous PPO); the previous chunk's EnvPart is completed and sent at once, so the
+learner always gets the step it is waiting for.
 """
 from __future__ import annotations
 
 from rclpy.node import Node
 
-from .. import msg as M
-from ..ros import conversion as cv
 from collections import OrderedDict, deque
 
-from ..ros.qos import DATA_QOS
+from .. import msg as M
+from ..core import weights as W
 from ..core.delivery import Outbox
+from ..ros import conversion as cv
+from ..ros.qos import DATA_QOS, WEIGHTS_QOS
 from ..rollout.workers import make_policy_worker
 from .common import declare, run_node, topic, wait_acked
 
@@ -39,6 +47,8 @@ class PolicyNode(Node):
             'expert_noise': (0.0, 'std of Gaussian noise on the expert (diversity)'),
             'resend_after_s': (30.0, 'resend parts whose keys the writer has not acknowledged after this long'),
             'max_unacked_keys': (2000, 'backpressure: stop answering new requests while more keys are unacked'),
+            'max_version_lag': (-1, 'answer a request of step s only with the weights of update >= s - lag '
+                                    '(0: synchronous PPO); -1: never wait for weights'),
         })
         if p['chunk'] < 1 or p['action_dim'] < 1:
             raise ValueError('chunk and action_dim must be >= 1')
@@ -48,6 +58,10 @@ class PolicyNode(Node):
         self.pub_env = self.create_publisher(M.EnvPart, topic(self, 'env_part'), DATA_QOS)
         self.create_subscription(M.PolicyInput, topic(self, 'policy_input'), self.on_request, DATA_QOS)
         self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
+        self.create_subscription(M.PolicyWeights, topic(self, 'policy_weights'), self.on_weights, WEIGHTS_QOS)
+        self.max_lag, self.first_version = p['max_version_lag'], p['model_version']
+        self._first_step = None  # step of the first request: update v answers step first + v
+        self._waiting: OrderedDict = OrderedDict()  # key -> request held until its weights arrive
         # parts stay here until the collector acknowledged their keys: every row stored (resent to a new collector)
         self.policy_out = Outbox(self.pub_policy.publish, p['resend_after_s'])
         self.env_out = Outbox(self.pub_env.publish, p['resend_after_s'])
@@ -56,7 +70,8 @@ class PolicyNode(Node):
         self._held: deque = deque()                 # requests waiting for acks (backpressure)
         self._answered: OrderedDict = OrderedDict()  # key -> ActionChunk msg, for re-sent requests
         self.counters = {'requests': 0, 'rejected': 0, 'policy_parts': 0, 'env_parts': 0, 'duplicate_requests': 0,
-                         'held': 0}
+                         'held': 0, 'weight_updates': 0, 'weights_rejected': 0, 'waiting_for_weights': 0,
+                         'model_version': p['model_version']}
         self.get_logger().info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']})")
 
     def on_request(self, m: M.PolicyInput) -> None:
@@ -72,13 +87,50 @@ class PolicyNode(Node):
             self.counters['duplicate_requests'] += 1
             self.pub_action.publish(self._answered[key])
             return
+        if key is not None and key in self._waiting:  # re-sent while it waits for weights
+            self.counters['duplicate_requests'] += 1
+            return
+        if key is not None and not self._weights_ready(key.step_id):
+            self._complete(req)  # the learner needs the previous chunk's EnvPart to finish its step
+            self._waiting[key] = req
+            self.counters['waiting_for_weights'] = len(self._waiting)
+            return
         if len(self.policy_out) > self.max_unacked:
             self.counters['held'] += 1
             self._held.append(req)  # answered once the writer caught up
             return
         self._answer(req)
 
+    def _weights_ready(self, step: int) -> bool:
+        if self.max_lag < 0:
+            return True
+        if self._first_step is None:
+            self._first_step = step
+        return self.worker.model_version - self.first_version >= step - self._first_step - self.max_lag
+
+    def on_weights(self, m: M.PolicyWeights) -> None:
+        version = int(m.model_version)
+        if version <= self.worker.model_version:
+            return  # already have it (a TRANSIENT_LOCAL replay) or older
+        try:
+            sd = W.unpack(bytes(m.data), m.sha256) if len(m.data) else W.load_file(m.path, m.sha256)
+            first = self.worker.set_weights(sd, version)
+        except Exception as e:  # noqa: BLE001 - bad weights are refused, the node keeps its current ones
+            self.counters['weights_rejected'] += 1
+            self.get_logger().error(f'refused weights v{version}: {e}')
+            return
+        self.counters['weight_updates'] += 1
+        self.counters['model_version'] = version
+        self.get_logger().info(f'weights v{version} ({len(m.data) or m.path}) answer from step {first} on')
+        for key in [k for k in self._waiting if self._weights_ready(k.step_id)]:
+            self._infer(self._waiting.pop(key))
+        self.counters['waiting_for_weights'] = len(self._waiting)
+
     def _answer(self, req) -> None:
+        self._infer(req)
+        self._complete(req)
+
+    def _infer(self, req) -> None:
         try:
             if req.sources:
                 key = req.sources[0].key
@@ -93,6 +145,12 @@ class PolicyNode(Node):
                 pm.header.stamp = out.header.stamp
                 self.policy_out.send(key, [s.key for s in part.sources], pm, matched=self._consumers())
                 self.counters['policy_parts'] += 1
+        except (ValueError, TypeError) as e:
+            self.counters['rejected'] += 1
+            self.get_logger().error(f'rejected PolicyInput: {e}')
+
+    def _complete(self, req) -> None:
+        try:
             env_part = self.worker.complete(req)
             if env_part is not None:
                 em = cv.env_part_to_msg(env_part)

@@ -16,3 +16,6 @@ TELEOP_QOS = QoSProfile(reliability=ReliabilityPolicy.BEST_EFFORT, history=Histo
                         durability=DurabilityPolicy.VOLATILE)
 SIDE_QOS = QoSProfile(reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST, depth=2,
                       durability=DurabilityPolicy.VOLATILE)
+# Policy weights: only the newest matters, and a late joiner (a restarted policy node) must get it.
+WEIGHTS_QOS = QoSProfile(reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST, depth=1,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
