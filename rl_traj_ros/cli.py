@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument('--envs', type=int, default=8)
     smoke.add_argument('--image-size', type=int, default=128)
     run = sub.add_parser('run', help='run a pipeline without launch (same nodes, same YAML)')
-    run.add_argument('pipeline', choices=['sim_collect', 'real_collect'])
+    run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'real_collect'])
     run.add_argument('--config', default=None, help='params YAML (default: config/sim_collect.yaml)')
     run.add_argument('--num-env-nodes', type=int, default=1)
     run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         return frames_main(rest)
     if rest:
         parser.error(f'unrecognized arguments: {rest}')
+    if args.command == 'run' and args.pipeline == 'sim_train':
+        from .pipelines import sim_train
+        args.config = args.config or str(sim_train.DEFAULT_CONFIG)
+        return sim_train.main(args)
     if args.command == 'run' and args.pipeline == 'real_collect':
         from .pipelines import real_collect
         args.config = args.config or str(real_collect.DEFAULT_CONFIG)

@@ -87,6 +87,9 @@ def training_batch(traj: Trajectory, action_dim: int, gamma: float = 0.99, gae_l
     response mask ends at its first completed slot; with it every slot is a real step."""
     if advantage not in ADVANTAGES:
         raise ValueError(f'advantage must be one of {ADVANTAGES}, got {advantage!r}')
+    if not traj.curr_obs:
+        raise ValueError("the trajectory carries no curr_obs to train on: set the collector's "
+                         'collect_transitions: true')
     t_total, b = traj.actions.shape[:2]
     e = traj.num_epochs
     chunks = t_total // e

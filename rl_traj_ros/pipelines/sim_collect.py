@@ -27,12 +27,12 @@ NODE_OF = {'writer': 'replay_buffer_writer_node', 'collector': 'trajectory_colle
 DEFAULT_CONFIG = config_path('sim_collect.yaml')
 
 
-def load_params(path: str | Path) -> dict[str, dict[str, Any]]:
+def load_params(path: str | Path, nodes: tuple[str, ...] = NODES) -> dict[str, dict[str, Any]]:
     """Effective parameters per node kind: '/**' merged under '/**/<node>'."""
     raw = yaml.safe_load(Path(path).read_text()) or {}
     common = (raw.get('/**') or {}).get('ros__parameters', {})
     out = {}
-    for node in NODES:
+    for node in nodes:
         own = (raw.get(f'/**/{node}') or {}).get('ros__parameters', {})
         out[node] = {**common, **own}
     return out
@@ -241,6 +241,8 @@ def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
             threading.Thread(target=chaos, args=(Ctl,), daemon=True).start()
         while any(procs[n].poll() is None for n in env_names):
             rclpy.spin_once(node, timeout_sec=0.1)
+            if chaos is None and any(p.poll() not in (None, 0) for n, p in procs.items() if n not in env_names):
+                break  # a required node died (not a fault injected on purpose): nothing more will be stored
         # each env node's last status (sent and acknowledged before it exited)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and not all(status.get(fqn(n), {}).get('finished') for n in env_names):
