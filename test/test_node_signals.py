@@ -69,6 +69,11 @@ def test_parameters_are_read_only_and_ranged(rclpy_context):
                           '-p', 'num_envs:=0', '-p', 'topic_prefix:=/param_test'], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode != 0 and 'num_envs' in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    for node, param in (('spacemouse_teleop_node', 'rate_hz:=0.0'), ('learner_node', 'clip_ratio:=2.0')):
+        bad = subprocess.run([sys.executable, '-m', f'rl_traj_ros.nodes.{node}', '--ros-args', '-p', param, '-p',
+                              'topic_prefix:=/param_test'], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        name = param.split(':=')[0]  # node-specific ranges too: refused at start-up, named
+        assert bad.returncode != 0 and name in bad.stdout + bad.stderr, bad.stdout + bad.stderr
     with ros_process(['-m', 'rl_traj_ros.nodes.trajectory_collector_node', '--ros-args', '-r',
                       '__node:=param_test_collector', '-p', 'topic_prefix:=/param_test']):
         node = rclpy.create_node('param_setter', context=rclpy_context)

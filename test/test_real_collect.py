@@ -77,14 +77,14 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
     port = 27000 + os.getpid() % 1000
     demos = tmp_path / 'demos'
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--robot-ip', franky_sim,
-           '--episodes', '2', '--log-dir', str(tmp_path / 'logs'), '--demos-dir', str(demos),
+           '--episodes', '1', '--log-dir', str(tmp_path / 'logs'), '--demos-dir', str(demos),
            '--hid-udp-port', str(port), '--quiet']
     # the operator drives to config/real_collect.yaml's target_ee_pose
     with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
         for run in (1, 2):
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
             assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-            assert len(_demo_ids(demos)) == 2 * run  # a second run appends, never overwrites
+            assert len(_demo_ids(demos)) == run  # a second run appends, never overwrites
     from rl_traj_ros.core.storage import load_trajectory
     for tid in _demo_ids(demos):
         d = load_trajectory(demos / f'trajectory_{tid:08d}.pt', 'pt')
@@ -94,7 +94,7 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
     assert len(runs) == 2 and (tmp_path / 'logs' / 'latest').resolve() == runs[-1].resolve()
     for r in runs:
         info = json.loads((r / 'collected_data' / 'env_0' / 'meta' / 'info.json').read_text())
-        assert info['total_episodes'] == 2 and info['codebase_version'] == 'v3.0'
+        assert info['total_episodes'] == 1 and info['codebase_version'] == 'v3.0'
         # LeRobot naming, with franky's joint names and the TCP fields named
         from rl_traj_ros.envs.franky_env import ACTION_NAMES, STATE_NAMES
         feats = info['features']

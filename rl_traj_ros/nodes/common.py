@@ -39,6 +39,17 @@ RANGES: dict[str, tuple[float, float]] = {
     'max_pending_writes': (1, 100000), 'dedupe_window': (1, 1 << 24), 'max_unacked_keys': (1, 1 << 24),
     'gamma': (0.0, 1.0), 'gae_lambda': (0.0, 1.0), 'resend_after_s': (0.1, 86400.0),
     'pending_timeout_s': (0.1, 86400.0), 'teleop_timeout_s': (0.0, 86400.0), 'reply_timeout_s': (0.1, 86400.0),
+    # node-specific numbers (a name means the same thing in every node that declares it)
+    'image_size': (16, 4096), 'max_episode_steps': (1, 1 << 30), 'fps': (1, 1000), 'finalize_interval': (0, 1 << 30),
+    'camera_topic_rate_hz': (0.0, 1000.0), 'intervention_timeout_s': (0.0, 3600.0), 'request_resend_s': (0.1, 3600.0),
+    'diagnostics_period_s': (0.0, 3600.0), 'num_steps': (0, 1 << 40), 'start_step': (0, 1 << 40),
+    'target_successes': (0, 1 << 40), 'state_dim': (1, 1 << 20), 'hidden': (1, 1 << 16), 'expert_noise': (0.0, 10.0),
+    'num_train_states': (1, 1 << 40), 'num_eval_states': (0, 1 << 40), 'success_hold_steps': (1, 100000),
+    'pos_tolerance': (0.0, 1.0), 'rot_tolerance': (0.0, 3.1416), 'max_step_m': (0.0, 0.5), 'control_dt': (0.001, 10.0),
+    'max_version_lag': (-1, 1 << 30), 'lr': (0.0, 1.0), 'ppo_epochs': (1, 1000), 'minibatch_size': (1, 1 << 24),
+    'clip_ratio': (0.0, 1.0), 'value_clip': (0.0, 1000.0), 'entropy_coef': (0.0, 10.0), 'value_coef': (0.0, 100.0),
+    'max_grad_norm': (0.0, 1e6), 'target_kl': (0.0, 10.0), 'num_updates': (0, 1 << 40),
+    'inline_max_bytes': (0, 1 << 31), 'rate_hz': (1.0, 10000.0), 'latch_s': (0.0, 60.0),
 }
 
 
