@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
 
 from .. import msg as M
 from .. import srv as S
@@ -24,7 +25,6 @@ from ..policies.actor_critic import ActorCritic
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
 from .common import declare, run_node, topic, wait_acked
-from rclpy.node import Node
 
 
 class LearnerNode(Node):
