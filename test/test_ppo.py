@@ -164,3 +164,36 @@ def test_new_weights_apply_from_the_next_step_with_their_version_stamped():
         w.set_weights(new, 1)
     with pytest.raises(ValueError, match='do not fit'):
         w.set_weights({**new, 'value.weight': torch.zeros(1, 3)}, 2)
+
+
+def _step_trajectory(step, seed):
+    from rl_traj_ros.core.delivery import TrajectoryId
+    t = _trajectory(t=4, b=2, c=4, a=7)
+    g = torch.Generator().manual_seed(seed)
+    t.curr_obs = {'states': torch.randn(4, 2, 21, generator=g)}
+    t.rewards = torch.rand(4, 2, 4, generator=g)
+    t.identity = TrajectoryId('run', 'rollout', step, rows=((0, 0, 0), (0, 0, 1)))
+    return t
+
+
+def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path):
+    from rl_traj_ros.core.learner import Learner, LearnerConfig
+
+    def learner():
+        return Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
+                       LearnerConfig(rows_per_step=2, action_dim=7), seed=0)
+    steps = [_step_trajectory(s, 10 + s) for s in range(4)]
+    straight = learner()
+    ups = [straight.offer(t) for t in steps]
+    assert [u.version for u in ups] == [1, 2, 3, 4]
+    first = learner()
+    for t in steps[:2]:
+        first.offer(t)
+    first.save_checkpoint(tmp_path)
+    resumed = learner()
+    assert resumed.load_checkpoint(tmp_path) and resumed.version == 2
+    assert resumed.offer(steps[1]) is None and resumed.counters['duplicates'] == 1  # trained before the stop
+    last = [resumed.offer(t) for t in steps[2:]][-1]
+    assert last.version == 4  # the versions continue
+    assert all(torch.equal(last.state_dict[k], ups[-1].state_dict[k]) for k in last.state_dict)
+    assert not learner().load_checkpoint(tmp_path / 'none')

@@ -10,15 +10,20 @@ one is counted and ignored), so a row is never trained on twice. With ``max_vers
 """
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import torch
 
 from .delivery import TrajectoryId
 from .ppo import PPOConfig, PPOUpdater, training_batch
+from .storage import atomic_write
 from .trajectory import Trajectory
+
+CHECKPOINT = 'learner_checkpoint.pt'
 
 
 @dataclass
@@ -47,6 +52,7 @@ class Learner:
         self._steps: dict[int, list[Trajectory]] = {}
         self._rows: dict[int, int] = {}
         self._seen: set[TrajectoryId] = set()
+        self._trained: set[int] = set()  # steps already in the weights (kept across a resume)
         self.counters = {'trajectories': 0, 'duplicates': 0, 'updates': 0, 'stale_rows_dropped': 0}
         self._t_last = time.monotonic()
 
@@ -59,6 +65,9 @@ class Learner:
                 return None
             self._seen.add(ident)
         step = ident.step_id if ident is not None else traj.keys[0].step_id
+        if step in self._trained:  # e.g. re-delivered after a resume: already learned from
+            self.counters['duplicates'] += 1
+            return None
         self.counters['trajectories'] += 1
         self._steps.setdefault(step, []).append(traj)
         self._rows[step] = self._rows.get(step, 0) + traj.num_envs
@@ -79,6 +88,7 @@ class Learner:
             batch = {k: ({kk: vv[keep] for kk, vv in v.items()} if k == 'obs' else v[keep]) for k, v in batch.items()}
         metrics = self.updater.update(batch) if batch['actions'].shape[0] else {}
         self.version += 1
+        self._trained.add(step)
         self.counters['updates'] += 1
         metrics.update(self._rollout_metrics(trajs), version_lag_max=float(lag.max()), version=float(self.version),
                        samples=float(batch['actions'].shape[0]))
@@ -103,3 +113,32 @@ class Learner:
             steps += t.rewards.numel()
         return {'episodes': float(ended), 'success_rate': succeeded / ended if ended else 0.0,
                 'reward_per_step': reward_sum / max(steps, 1)}
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def save_checkpoint(self, directory: str | Path) -> Path:
+        """Actor-critic, optimizer, sampler state, version and trained steps, in one file written
+        atomically (temp file, fsync, rename, directory fsync): a crash leaves the previous one."""
+        state = {'model': self.model.state_dict(), 'optimizer': self.updater.optimizer.state_dict(),
+                 'generator': self.updater.generator.get_state(), 'version': self.version,
+                 'trained_steps': sorted(self._trained), 'counters': dict(self.counters)}
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        path = Path(directory) / CHECKPOINT
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda fh: fh.write(buf.getvalue()))
+        return path
+
+    def load_checkpoint(self, directory: str | Path) -> bool:
+        """Resume from ``directory``'s checkpoint (``weights_only`` load); False when there is none.
+        The versions continue, and steps already trained are not trained again."""
+        path = Path(directory) / CHECKPOINT
+        if not path.exists():
+            return False
+        state = torch.load(path, map_location='cpu', weights_only=True)
+        self.model.load_state_dict(state['model'])
+        self.updater.optimizer.load_state_dict(state['optimizer'])
+        self.updater.generator.set_state(state['generator'])
+        self.version = int(state['version'])
+        self._trained = {int(s) for s in state['trained_steps']}
+        self.counters.update({k: int(v) for k, v in state['counters'].items()})
+        return True

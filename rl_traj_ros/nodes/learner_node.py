@@ -6,7 +6,9 @@ each trajectory identity once), trains one update per training step once all of 
 env rows arrived (``core/learner.py``), publishes PolicyWeights (inline, or as a file under
 ``weights_dir`` above ``inline_max_bytes``) and the update's metrics on ``learner_metrics``
 (DiagnosticArray) and ``~/get_stats``, logs a progress line per update, appends the metrics to
-``<metrics_dir>/metrics.jsonl``, and stops after ``num_updates`` updates (0 = never).
+``<metrics_dir>/metrics.jsonl``, checkpoints itself under ``checkpoint_dir`` (resumed on start:
+the versions continue, trained steps are not trained again), and stops after ``num_updates``
+updates (0 = never).
 """
 from __future__ import annotations
 
@@ -56,6 +58,9 @@ class LearnerNode(Node):
             'weights_dir': ('', 'where larger weights are written (shared with the policy node)'),
             'metrics_dir': ('', 'metrics.jsonl goes here (empty: not written)'),
             'num_updates': (0, 'stop after this many updates (0 = run until stopped)'),
+            'checkpoint_dir': ('', 'learner_checkpoint.pt (model, optimizer, version, trained steps) goes here'),
+            'checkpoint_every': (1, 'save every this many updates (0 = only at shutdown)'),
+            'resume': (True, 'continue from checkpoint_dir\'s checkpoint when there is one'),
         })
         model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], seed=p['seed'])
         ppo = PPOConfig(clip_ratio=p['clip_ratio'], value_clip=p['value_clip'], entropy_coef=p['entropy_coef'],
@@ -64,6 +69,8 @@ class LearnerNode(Node):
         cfg = LearnerConfig(p['num_envs'] * p['num_env_nodes'], p['action_dim'], p['gamma'], p['gae_lambda'],
                             p['advantage'], p['auto_reset'], p['max_version_lag'])
         self.p, self.learner = p, Learner(model, ppo, cfg, seed=p['seed'])
+        if p['checkpoint_dir'] and p['resume'] and self.learner.load_checkpoint(p['checkpoint_dir']):
+            self.get_logger().info(f"resumed from {p['checkpoint_dir']}: version {self.learner.version}")
         self.pub_weights = self.create_publisher(M.PolicyWeights, topic(self, 'policy_weights'), WEIGHTS_QOS)
         self.pub_metrics = self.create_publisher(DiagnosticArray, topic(self, 'learner_metrics'), 10)
         self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
@@ -71,7 +78,8 @@ class LearnerNode(Node):
         self.rejected = 0
         self.last_metrics: dict[str, float] = {}
         self.finished = False
-        self.get_logger().info(f"learner ready: {cfg.rows_per_step} rows per step, advantage {p['advantage']}")
+        self.get_logger().info(f"learner ready: {cfg.rows_per_step} rows per step, advantage {p['advantage']}, "
+                               f'version {self.learner.version}')
 
     def on_trajectory(self, m: M.Trajectory) -> None:
         try:
@@ -88,6 +96,9 @@ class LearnerNode(Node):
             return
         if up is None:
             return
+        every = self.p['checkpoint_every']
+        if self.p['checkpoint_dir'] and every and self.learner.counters['updates'] % every == 0:
+            self.learner.save_checkpoint(self.p['checkpoint_dir'])  # before the weights leave: resumable
         self._publish_weights(up.state_dict, up.version)
         self.last_metrics = up.metrics
         self._publish_metrics(up.step_id, up.metrics)
@@ -137,6 +148,8 @@ class LearnerNode(Node):
         return response
 
     def shutdown(self) -> None:
+        if self.p['checkpoint_dir'] and self.learner.counters['updates']:
+            self.learner.save_checkpoint(self.p['checkpoint_dir'])
         wait_acked(self, (self.pub_weights,), timeout_s=5.0)
         self.get_logger().info(f'counters: {self.learner.counters}, version {self.learner.version}')
 

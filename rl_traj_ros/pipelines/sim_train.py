@@ -35,6 +35,7 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
     p['learner_node'] = {**learner, **{k: env[k] for k in SHARED if k in env}, 'num_env_nodes': num_env_nodes,
                          'num_updates': env.get('num_steps', 0), 'metrics_dir': output_dir,
                          'weights_dir': str(Path(output_dir) / 'weights'),
+                         'checkpoint_dir': str(Path(output_dir) / 'learner'),
                          'gamma': p['trajectory_collector_node'].get('gamma', 0.99),
                          'gae_lambda': p['trajectory_collector_node'].get('gae_lambda', 0.95),
                          'auto_reset': p['trajectory_collector_node'].get('auto_reset', True)}
