@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--quiet', action='store_true')
     sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
     sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)
+    sub.add_parser('learning-curve', help="a training run's metrics.jsonl -> a learning-curve PNG", add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command == 'contact-sheet':
         from .tools.contact_sheet import main as sheet_main
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == 'dataset-frames':
         from .tools.dataset_frames import main as frames_main
         return frames_main(rest)
+    if args.command == 'learning-curve':
+        from .tools.learning_curve import main as curve_main
+        return curve_main(rest)
     if rest:
         parser.error(f'unrecognized arguments: {rest}')
     if args.command == 'run' and args.pipeline == 'sim_train':

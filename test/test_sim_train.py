@@ -23,6 +23,13 @@ def test_sim_train_updates_every_step_and_the_versions_are_in_the_data(tmp_path)
     lines = [json.loads(x) for x in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
     assert [m['step'] for m in lines] == [0, 1, 2] and [m['version'] for m in lines] == [1, 2, 3]
     assert all(METRICS <= set(m) for m in lines) and all(m['version_lag_max'] == 0 for m in lines)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(tmp_path / 'tensorboard'))
+    events.Reload()
+    assert [e.step for e in events.Scalars('learner/policy_loss')] == [0, 1, 2]
+    assert {'learner/success_rate', 'learner/approx_kl', 'learner/samples_per_s'} <= set(events.Tags()['scalars'])
+    from PIL import Image
+    assert Image.open(tmp_path / 'learning_curve.png').size == (720, 440)
     ckpt = torch.load(tmp_path / 'learner' / 'learner_checkpoint.pt', weights_only=True)
     assert ckpt['version'] == 3 and ckpt['trained_steps'] == [0, 1, 2]
     index = json.loads((tmp_path / 'replay_buffer' / 'trajectory_index.json').read_text())

@@ -6,9 +6,9 @@ each trajectory identity once), trains one update per training step once all of 
 env rows arrived (``core/learner.py``), publishes PolicyWeights (inline, or as a file under
 ``weights_dir`` above ``inline_max_bytes``) and the update's metrics on ``learner_metrics``
 (DiagnosticArray) and ``~/get_stats``, logs a progress line per update, appends the metrics to
-``<metrics_dir>/metrics.jsonl``, checkpoints itself under ``checkpoint_dir`` (resumed on start:
-the versions continue, trained steps are not trained again), and stops after ``num_updates``
-updates (0 = never).
+``<metrics_dir>/metrics.jsonl`` and to TensorBoard event files under ``tensorboard_dir``,
+checkpoints itself under ``checkpoint_dir`` (resumed on start: the versions continue, trained
+steps are not trained again), and stops after ``num_updates`` updates (0 = never).
 """
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ class LearnerNode(Node):
             'checkpoint_dir': ('', 'learner_checkpoint.pt (model, optimizer, version, trained steps) goes here'),
             'checkpoint_every': (1, 'save every this many updates (0 = only at shutdown)'),
             'resume': (True, 'continue from checkpoint_dir\'s checkpoint when there is one'),
+            'tensorboard_dir': ('', 'TensorBoard event files (SummaryWriter) go here (empty: none)'),
         })
         model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], seed=p['seed'])
         ppo = PPOConfig(clip_ratio=p['clip_ratio'], value_clip=p['value_clip'], entropy_coef=p['entropy_coef'],
@@ -77,6 +78,10 @@ class LearnerNode(Node):
         self.create_service(S.GetStats, '~/get_stats', self.on_stats)
         self.rejected = 0
         self.last_metrics: dict[str, float] = {}
+        self.tb = None
+        if p['tensorboard_dir']:
+            from torch.utils.tensorboard import SummaryWriter
+            self.tb = SummaryWriter(p['tensorboard_dir'])
         self.finished = False
         self.get_logger().info(f"learner ready: {cfg.rows_per_step} rows per step, advantage {p['advantage']}, "
                                f'version {self.learner.version}')
@@ -132,6 +137,10 @@ class LearnerNode(Node):
         arr = DiagnosticArray(status=[status])
         arr.header.stamp = self.get_clock().now().to_msg()
         self.pub_metrics.publish(arr)
+        if self.tb is not None:
+            for k, v in metrics.items():
+                self.tb.add_scalar(f'learner/{k}', v, step)
+            self.tb.flush()
         if self.p['metrics_dir']:
             path = Path(self.p['metrics_dir']) / 'metrics.jsonl'
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +159,8 @@ class LearnerNode(Node):
     def shutdown(self) -> None:
         if self.p['checkpoint_dir'] and self.learner.counters['updates']:
             self.learner.save_checkpoint(self.p['checkpoint_dir'])
+        if self.tb is not None:
+            self.tb.close()
         wait_acked(self, (self.pub_weights,), timeout_s=5.0)
         self.get_logger().info(f'counters: {self.learner.counters}, version {self.learner.version}')
 

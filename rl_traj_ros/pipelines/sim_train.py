@@ -36,6 +36,7 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
                          'num_updates': env.get('num_steps', 0), 'metrics_dir': output_dir,
                          'weights_dir': str(Path(output_dir) / 'weights'),
                          'checkpoint_dir': str(Path(output_dir) / 'learner'),
+                         'tensorboard_dir': str(Path(output_dir) / 'tensorboard'),
                          'gamma': p['trajectory_collector_node'].get('gamma', 0.99),
                          'gae_lambda': p['trajectory_collector_node'].get('gae_lambda', 0.95),
                          'auto_reset': p['trajectory_collector_node'].get('auto_reset', True)}
@@ -60,8 +61,11 @@ def main(args) -> int:
               f"({m.get('episodes', 0):.0f} episodes), reward/step {m.get('reward_per_step', 0):.3f}, "
               f"policy loss {m.get('policy_loss', 0):.4f}, value loss {m.get('value_loss', 0):.4f}, "
               f"kl {m.get('approx_kl', 0):.4f}")
+    if metrics:
+        from ..tools.learning_curve import learning_curve
+        learning_curve(out, out / 'learning_curve.png')
     print(f"[sim_train] {len(metrics)} updates; replay buffer: {out / 'replay_buffer'}; metrics: "
-          f"{out / 'metrics.jsonl'}")
+          f"{out / 'metrics.jsonl'}, TensorBoard: {out / 'tensorboard'}, curve: {out / 'learning_curve.png'}")
     bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -2)}
     if bad or r['failed']:
         print(f'[sim_train] FAILED nodes: {bad or r["failed"]}', file=sys.stderr)
