@@ -176,3 +176,17 @@ def test_real_launch_drives_the_lifecycle_and_stores_the_demos(franky_sim, tmp_p
     assert '[drain] everything stored' in log, log[-3000:]
     assert list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))
     assert list(tmp_path.glob('logs/*/collected_data/env_0/meta/info.json'))
+
+
+def test_sim_train_launch_trains_and_ends_by_itself(tmp_path):
+    got = evaluate('sim_train.launch.py', output_dir=tmp_path / 'eval', steps=2, num_env_nodes=2)
+    learner = got[('<node_namespace_unspecified>', 'learner_node')]
+    assert learner['num_updates'] == 2 and learner['num_env_nodes'] == 2
+    assert learner['tensorboard_dir'] == str(tmp_path / 'eval' / 'tensorboard')
+    assert got[('<node_namespace_unspecified>', 'policy_node')]['max_version_lag'] == 0
+    out = tmp_path / 'run'
+    rc, log = launch('sim_train.launch.py', tmp_path, f'output_dir:={out}', 'steps:=2')
+    assert rc == 0, log[-3000:]
+    assert '[drain] everything stored' in log
+    lines = [json.loads(x) for x in (out / 'metrics.jsonl').read_text().splitlines()]
+    assert [m['version'] for m in lines] == [1, 2]

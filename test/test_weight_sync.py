@@ -55,6 +55,8 @@ def test_weights_answer_from_the_next_step_and_sync_mode_waits_for_them(rclpy_co
         with ros_process(POLICY):
             assert wait_matched(ex, [req, wpub])
             req.publish(_request(0, 0))
+            assert not spin_until(ex, lambda: (0, 0, 0, 0, 0) in chunks, 2.0), 'answered before a learner was up'
+            wpub.publish(_weights_msg(base, 0))  # the learner's start-up announcement (its version 0)
             assert spin_until(ex, lambda: (0, 0, 0, 0, 0) in chunks, 20)
             assert chunks[(0, 0, 0, 0, 0)].model_version == 0
             # step 1 in synchronous mode: held until the weights of update 0 -> 1 arrive

@@ -83,6 +83,9 @@ class LearnerNode(Node):
             from torch.utils.tensorboard import SummaryWriter
             self.tb = SummaryWriter(p['tensorboard_dir'])
         self.finished = False
+        # announce itself: the policy node (max_version_lag >= 0) answers nothing before the learner is
+        # subscribed, and a resumed learner's version reaches it at once (TRANSIENT_LOCAL)
+        self._publish_weights(self.learner.model.state_dict(), self.learner.version)
         self.get_logger().info(f"learner ready: {cfg.rows_per_step} rows per step, advantage {p['advantage']}, "
                                f'version {self.learner.version}')
 

@@ -9,8 +9,9 @@ Weights: the learner publishes PolicyWeights (RELIABLE + TRANSIENT_LOCAL, so a r
 policy node gets the latest); they answer from the next training step on, with their
 ``model_version`` stamped into every ActionChunk and PolicyPart. ``max_version_lag`` >= 0
 holds a request for step ``s`` until the node has the weights of update ``s - lag``
-(0: synchronous PPO); the previous chunk's EnvPart is completed and sent at once, so the
-learner always gets the step it is waiting for.
+(0: synchronous PPO), and every request until a learner announced itself with its start-up
+weights (so it misses no trajectory); the previous chunk's EnvPart is completed and sent at
+once, so the learner always gets the step it is waiting for.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class PolicyNode(Node):
         self.max_lag, self.first_version = p['max_version_lag'], p['model_version']
         self._first_step = None  # step of the first request: update v answers step first + v
         self._waiting: OrderedDict = OrderedDict()  # key -> request held until its weights arrive
+        self._learner_seen = False  # with max_version_lag >= 0 nothing is answered before the learner is up
         # parts stay here until the collector acknowledged their keys: every row stored (resent to a new collector)
         self.policy_out = Outbox(self.pub_policy.publish, p['resend_after_s'])
         self.env_out = Outbox(self.pub_env.publish, p['resend_after_s'])
@@ -104,14 +106,21 @@ class PolicyNode(Node):
     def _weights_ready(self, step: int) -> bool:
         if self.max_lag < 0:
             return True
+        if not self._learner_seen:  # no learner yet: it would miss the first step's trajectories
+            return False
         if self._first_step is None:
             self._first_step = step
         return self.worker.model_version - self.first_version >= step - self._first_step - self.max_lag
 
     def on_weights(self, m: M.PolicyWeights) -> None:
         version = int(m.model_version)
-        if version <= self.worker.model_version:
-            return  # already have it (a TRANSIENT_LOCAL replay) or older
+        if version <= self.worker.model_version:  # the learner's start-up weights, or a replay
+            if not self._learner_seen:
+                self._learner_seen = True
+                self.get_logger().info(f'learner present (its weights v{version})')
+                self._release_waiting()
+            return
+        self._learner_seen = True
         try:
             sd = W.unpack(bytes(m.data), m.sha256) if len(m.data) else W.load_file(m.path, m.sha256)
             first = self.worker.set_weights(sd, version)
@@ -122,6 +131,9 @@ class PolicyNode(Node):
         self.counters['weight_updates'] += 1
         self.counters['model_version'] = version
         self.get_logger().info(f'weights v{version} ({len(m.data) or m.path}) answer from step {first} on')
+        self._release_waiting()
+
+    def _release_waiting(self) -> None:
         for key in [k for k in self._waiting if self._weights_ready(k.step_id)]:
             self._infer(self._waiting.pop(key))
         self.counters['waiting_for_weights'] = len(self._waiting)

@@ -1,0 +1,50 @@
+"""Sim training: the sim collection nodes plus the learner node (PPO), closing the loop.
+
+    ros2 launch rl_traj_ros sim_train.launch.py steps:=20 num_env_nodes:=1 output_dir:=/data/train1
+
+Same nodes and the same config/sim_train.yaml as `python -m rl_traj_ros.cli run sim_train`; ends
+by itself: exit 0 once the env nodes and the learner are done and the writer stored everything,
+exit 1 with the reason when a node fails.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+ARGS = {
+    'config': (os.path.join(get_package_share_directory('rl_traj_ros'), 'config', 'sim_train.yaml'),
+               'params file of every node'),
+    'num_env_nodes': ('1', 'env nodes (env_rank 0..N-1), each in namespace env_<rank>'),
+    'steps': ('', "training steps = PPO updates (empty: the YAML's num_steps)"),
+    'output_dir': ('', 'replay buffer, metrics, TensorBoard, checkpoint go here '
+                       '(default: outputs/sim_train/<timestamp>/, new every run)'),
+}
+
+
+def _nodes(context):
+    """The CLI's effective parameters (``sim_train.train_params``), one dict per node."""
+    from rl_traj_ros.pipelines.launch_support import supervise
+    from rl_traj_ros.pipelines.sim_train import DEFAULT_OUTPUT_ROOT, train_params
+    arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
+    if not arg['output_dir']:
+        from rl_traj_ros.pipelines.run_dir import new_run_dir
+        arg['output_dir'] = str(new_run_dir(DEFAULT_OUTPUT_ROOT))
+    n_env = int(arg['num_env_nodes'])
+    params = train_params(arg['config'], n_env, arg['output_dir'], int(arg['steps']) if arg['steps'] else None)
+    services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
+                for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]
+    learner = Node(package='rl_traj_ros', executable='learner_node', name='learner_node',
+                   parameters=[params['learner_node']], output='screen')
+    envs = [Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace=f'env_{rank}',
+                 parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen')
+            for rank in range(n_env)]
+    # the job is done when the env nodes and the learner (after its last update) exited 0
+    return services + [learner] + envs + supervise(envs + [learner], services)
+
+
+def generate_launch_description():
+    return LaunchDescription([DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in ARGS.items()]
+                             + [OpaqueFunction(function=_nodes)])
