@@ -84,6 +84,17 @@ def make_executor():
         return SingleThreadedExecutor()
 
 
+def serve_stats(node: Node, stats: Callable[[], dict]) -> None:
+    """``~/get_stats`` (GetStats): ``stats()`` as name/value pairs, for tools, tests and the CLI."""
+    from .. import srv as S
+
+    def answer(request, response):
+        st = stats()
+        response.names, response.values = list(st), [float(v) for v in st.values()]
+        return response
+    node.create_service(S.GetStats, '~/get_stats', answer)
+
+
 def diagnostics_publisher(node: Node, period_s: float, counters) -> Callable[[], Any]:
     """Publish ``counters()`` as a diagnostic_msgs/DiagnosticArray on /diagnostics (rqt, foxglove,
     and the CLI's progress) every ``period_s``; returns the publish function (it returns the

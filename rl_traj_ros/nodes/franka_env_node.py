@@ -31,8 +31,7 @@ from ..envs.sim_franka import sim_env_from_params
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
 from ..rollout.workers import EnvStats, EnvWorker, RolloutConfig
-from .. import srv as S
-from .common import declare, diagnostics_publisher, run_node, topic, wait_acked
+from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
 
 
 CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to the robot
@@ -131,7 +130,7 @@ class FrankaEnvNode(LifecycleNode):
         self.exit_code = 0
         self._flushed = False  # the loop has ended and the env (its episode datasets) is closed
         # progress for tools and the CLI: ~/get_stats and /diagnostics (a last status at exit)
-        self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        serve_stats(self, self.stats)
         self._publish_status = diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         self._made = threading.Event()   # the rollout thread made the env (or failed to)
         self._active = threading.Event()  # motion enabled (lifecycle state active)
@@ -311,11 +310,6 @@ class FrankaEnvNode(LifecycleNode):
                 'episodes': s.episodes, 'successes': s.successes, 'env_s': round(s.env_time_s, 3),
                 'loop_s': round(end - (self._t_first or end), 3), 'wait_s': round(self._wait_s, 3),
                 'active': int(self._active.is_set()), 'finished': int(self._flushed), 'exit_code': self.exit_code}
-
-    def on_stats(self, request, response):
-        st = self.stats()
-        response.names, response.values = list(st), [float(v) for v in st.values()]
-        return response
 
     def _teleop_present(self) -> bool:
         """With ``require_teleop``: True once a teleop device publishes Interventions; waits up to

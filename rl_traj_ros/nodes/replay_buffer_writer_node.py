@@ -18,7 +18,7 @@ from ..core.delivery import ExactlyOnceSink
 from ..core.replay_buffer import TrajectoryReplayBuffer
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from .common import declare, diagnostics_publisher, run_node, topic
+from .common import declare, diagnostics_publisher, run_node, serve_stats, topic
 
 
 class ReplayBufferWriterNode(Node):
@@ -50,7 +50,7 @@ class ReplayBufferWriterNode(Node):
         self._sub = None
         self._subscribe()
         self.create_service(S.SaveCheckpoint, '~/save_checkpoint', self.on_save)
-        self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        serve_stats(self, self.durable_stats)
         diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         self.get_logger().info(f"writing trajectories to {p['output_dir']} ({len(self.buffer)} already there)")
 
@@ -106,12 +106,9 @@ class ReplayBufferWriterNode(Node):
             response.success, response.message = False, f'{type(e).__name__}: {e}'
         return response
 
-    def on_stats(self, request, response):
+    def durable_stats(self) -> dict:
         self.buffer.flush()  # counts below are durable
-        s = {**self.stats(), 'total_samples': self.buffer.total_samples}
-        response.names = list(s)
-        response.values = [float(v) for v in s.values()]
-        return response
+        return {**self.stats(), 'total_samples': self.buffer.total_samples}
 
     def shutdown(self) -> None:
         self.buffer.close()

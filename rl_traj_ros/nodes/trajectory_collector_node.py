@@ -13,7 +13,6 @@ from __future__ import annotations
 from rclpy.node import Node
 
 from .. import msg as M
-from .. import srv as S
 from ..core.collector import TrajectoryCollector
 from ..core.delivery import Outbox, new_run_id
 from ..core.joiner import DuplicateChunkError
@@ -21,7 +20,7 @@ from ..core.schema import MalformedPartError
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
 from ..rollout.workers import make_plan
-from .common import declare, diagnostics_publisher, run_node, topic, wait_acked
+from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
 
 
 class TrajectoryCollectorNode(Node):
@@ -70,7 +69,7 @@ class TrajectoryCollectorNode(Node):
                                  lambda m: self.on_part(m, cv.policy_part_from_msg), DATA_QOS)
         self.create_subscription(M.EnvPart, topic(self, 'env_part'),
                                  lambda m: self.on_part(m, cv.env_part_from_msg), DATA_QOS)
-        self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        serve_stats(self, self.stats)
         self.create_timer(5.0, self.expire)
         diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         if p['stats_period_s'] > 0:
@@ -142,11 +141,6 @@ class TrajectoryCollectorNode(Node):
         s['resent'] = self.outbox.resent
         return s
 
-    def on_stats(self, request, response):
-        s = self.stats()
-        response.names = list(s)
-        response.values = [float(v) for v in s.values()]
-        return response
 
     def shutdown(self) -> None:
         wait_acked(self, (self.pub,))
