@@ -21,7 +21,7 @@ import torch
 from .delivery import TrajectoryId
 from .ppo import PPOConfig, PPOUpdater, training_batch
 from .storage import atomic_write
-from .trajectory import Trajectory
+from .trajectory import Trajectory, chunk_ends
 
 CHECKPOINT = 'learner_checkpoint.pt'
 
@@ -104,9 +104,7 @@ class Learner:
         ended = succeeded = 0
         reward_sum, steps = 0.0, 0
         for t in trajs:
-            e, chunks = t.num_epochs, t.chunks_per_epoch
-            done = torch.cat([t.dones[i * (chunks + 1) + 1:(i + 1) * (chunks + 1)] for i in range(e)])
-            term = torch.cat([t.terminations[i * (chunks + 1) + 1:(i + 1) * (chunks + 1)] for i in range(e)])
+            done, term = chunk_ends(t.dones, t.num_epochs), chunk_ends(t.terminations, t.num_epochs)
             ended += int(done.sum())
             succeeded += int((term & (t.rewards > 0)).sum())
             reward_sum += float(t.rewards.sum())

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .trajectory import Trajectory, compute_gae, masked_normalize
+from .trajectory import Trajectory, chunk_ends, chunk_starts, compute_gae, masked_normalize
 
 ADVANTAGES = ('gae', 'reinforce++')
 
@@ -92,9 +92,7 @@ def training_batch(traj: Trajectory, action_dim: int, gamma: float = 0.99, gae_l
                          'collect_transitions: true')
     t_total, b = traj.actions.shape[:2]
     e = traj.num_epochs
-    chunks = t_total // e
-    values = torch.cat([traj.prev_values[i * (chunks + 1):(i + 1) * (chunks + 1) - 1] for i in range(e)])
-    dones_t = torch.cat([traj.dones[i * (chunks + 1) + 1:(i + 1) * (chunks + 1)] for i in range(e)])  # [T,B,C]
+    values, dones_t = chunk_starts(traj.prev_values, e), chunk_ends(traj.dones, e)  # [T,B,1], [T,B,C]
     # batch-major [B, T, ...]: one row per env, as flatten_trajectories expects
     bm = {'actions': traj.actions, 'old_logprobs': traj.prev_logprobs.reshape(t_total, b, -1),
           'old_values': values[..., 0], 'versions': traj.versions.reshape(t_total, b, -1)[..., 0]}

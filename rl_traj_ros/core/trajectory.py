@@ -285,6 +285,20 @@ def _flatten(tree: dict, prefix: str, out: dict) -> None:
             out[name] = v
 
 
+def chunk_starts(boundary: torch.Tensor, num_epochs: int) -> torch.Tensor:
+    """A ``[T+E, ...]`` boundary tensor (``prev_values``, ``dones``) -> ``[T, ...]``: its value
+    at the start of each chunk (each epoch's last entry, after its last chunk, dropped)."""
+    per = boundary.shape[0] // num_epochs
+    return torch.cat([boundary[e * per:(e + 1) * per - 1] for e in range(num_epochs)])
+
+
+def chunk_ends(boundary: torch.Tensor, num_epochs: int) -> torch.Tensor:
+    """A ``[T+E, ...]`` boundary tensor -> ``[T, ...]``: its value at the end of each chunk
+    (each epoch's first entry, the one before its first chunk, dropped)."""
+    per = boundary.shape[0] // num_epochs
+    return torch.cat([boundary[e * per + 1:(e + 1) * per] for e in range(num_epochs)])
+
+
 def compute_gae(rewards: torch.Tensor, prev_values: torch.Tensor, dones: torch.Tensor, num_epochs: int,
                 gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE over chunk-level rewards (sum over C) and dones (max over C), per epoch.
@@ -308,7 +322,7 @@ def compute_gae(rewards: torch.Tensor, prev_values: torch.Tensor, dones: torch.T
             delta = rs[t] + gamma * ve[t + 1] * nonterminal - ve[t]
             last = delta + gamma * gae_lambda * nonterminal * last
             adv[e * chunks + t] = last
-    values = torch.cat([v[e * (chunks + 1):(e + 1) * (chunks + 1) - 1] for e in range(num_epochs)])
+    values = chunk_starts(v, num_epochs)
     return adv.unsqueeze(-1), (adv + values).unsqueeze(-1)
 
 

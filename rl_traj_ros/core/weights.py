@@ -32,13 +32,18 @@ def unpack(data: bytes, sha256: str) -> dict:
     return torch.load(io.BytesIO(data), map_location='cpu', weights_only=True)
 
 
-def save_file(state_dict: dict, directory: str | Path, version: int) -> tuple[Path, str]:
-    """``<directory>/policy_v<version>.pt``, written atomically and fsynced; (path, digest)."""
-    data, digest = pack(state_dict)
+def write_file(data: bytes, directory: str | Path, version: int) -> Path:
+    """Packed weights as ``<directory>/policy_v<version>.pt``, written atomically and fsynced."""
     path = Path(directory) / f'policy_v{int(version):08d}.pt'
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda fh: fh.write(data))
-    return path, digest
+    return path
+
+
+def save_file(state_dict: dict, directory: str | Path, version: int) -> tuple[Path, str]:
+    """``pack`` + ``write_file``; (path, digest)."""
+    data, digest = pack(state_dict)
+    return write_file(data, directory, version), digest
 
 
 def load_file(path: str | Path, sha256: str) -> dict:

@@ -19,14 +19,13 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 
 from .. import msg as M
-from .. import srv as S
 from ..core import weights as W
 from ..core.learner import Learner, LearnerConfig
 from ..core.ppo import PPOConfig
 from ..policies.actor_critic import ActorCritic
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
-from .common import declare, run_node, topic, wait_acked
+from .common import declare, run_node, serve_stats, topic, wait_acked
 
 
 class LearnerNode(Node):
@@ -75,7 +74,7 @@ class LearnerNode(Node):
         self.pub_weights = self.create_publisher(M.PolicyWeights, topic(self, 'policy_weights'), WEIGHTS_QOS)
         self.pub_metrics = self.create_publisher(DiagnosticArray, topic(self, 'learner_metrics'), 10)
         self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
-        self.create_service(S.GetStats, '~/get_stats', self.on_stats)
+        serve_stats(self, self.stats)
         self.rejected = 0
         self.last_metrics: dict[str, float] = {}
         self.tb = None
@@ -128,8 +127,7 @@ class LearnerNode(Node):
         if len(data) <= self.p['inline_max_bytes'] or not self.p['weights_dir']:
             m.data = data
         else:
-            path, digest = W.save_file(state_dict, self.p['weights_dir'], version)
-            m.path, m.sha256 = str(path), digest
+            m.path = str(W.write_file(data, self.p['weights_dir'], version))
         m.header.stamp = self.get_clock().now().to_msg()
         self.pub_weights.publish(m)
 
@@ -153,11 +151,6 @@ class LearnerNode(Node):
     def stats(self) -> dict[str, float]:
         return {**{k: float(v) for k, v in self.learner.counters.items()}, 'version': float(self.learner.version),
                 'rejected': float(self.rejected), **{f'last_{k}': v for k, v in self.last_metrics.items()}}
-
-    def on_stats(self, request, response):
-        st = self.stats()
-        response.names, response.values = list(st), list(st.values())
-        return response
 
     def shutdown(self) -> None:
         if self.p['checkpoint_dir'] and self.learner.counters['updates']:
