@@ -197,3 +197,18 @@ def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path
     assert last.version == 4  # the versions continue
     assert all(torch.equal(last.state_dict[k], ups[-1].state_dict[k]) for k in last.state_dict)
     assert not learner().load_checkpoint(tmp_path / 'none')
+
+
+def test_learner_drops_rows_older_than_the_version_lag_and_trains_reinforce_pp():
+    from rl_traj_ros.core.learner import Learner, LearnerConfig
+    old = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
+                  LearnerConfig(rows_per_step=2, action_dim=7, max_version_lag=1), version=2, seed=0)
+    t = _step_trajectory(0, 1)
+    t.versions = torch.tensor([0, 1, 1, 2]).reshape(4, 1, 1).expand(4, 2, 1).clone()  # per chunk
+    up = old.offer(t)
+    assert old.counters['stale_rows_dropped'] == 2 * 1  # the version-0 chunk of both envs: lag 2 > 1
+    assert up.metrics['version_lag_max'] == 2 and up.metrics['samples'] == 6 and up.version == 3
+    rpp = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
+                  LearnerConfig(rows_per_step=2, action_dim=7, advantage='reinforce++'), seed=0)
+    up = rpp.offer(_step_trajectory(0, 2))
+    assert up.version == 1 and up.metrics['samples'] == 8 and 'policy_loss' in up.metrics
