@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument('--envs', type=int, default=8)
     smoke.add_argument('--image-size', type=int, default=128)
     run = sub.add_parser('run', help='run a pipeline without launch (same nodes, same YAML)')
-    run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'real_collect'])
+    run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'sim_eval', 'real_collect'])
     run.add_argument('--config', default=None, help='params YAML (default: config/sim_collect.yaml)')
     run.add_argument('--num-env-nodes', type=int, default=1)
     run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--demos-dir', default=None, help='real_collect: append to this demos directory')
     run.add_argument('--log-dir', default=None, help='real_collect: logs/{timestamp}/ goes here')
     run.add_argument('--hid-udp-port', type=int, default=0, help='real_collect: SpaceMouse reports from UDP')
+    run.add_argument('--num-learners', type=int, default=1,
+                     help='sim_train: learner ranks (torch.distributed gloo), the collector routes rows to each')
+    run.add_argument('--eval-episodes', type=int, default=0,
+                     help='sim_train: score the final weights on this many held-out episodes; sim_eval: how many')
+    run.add_argument('--checkpoint', default=None, help="sim_eval: a run's learner/ directory or checkpoint file")
     run.add_argument('--quiet', action='store_true')
     sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
     sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)
@@ -46,10 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         return curve_main(rest)
     if rest:
         parser.error(f'unrecognized arguments: {rest}')
-    if args.command == 'run' and args.pipeline == 'sim_train':
+    if args.command == 'run' and args.pipeline in ('sim_train', 'sim_eval'):
         from .pipelines import sim_train
         args.config = args.config or str(sim_train.DEFAULT_CONFIG)
-        return sim_train.main(args)
+        return sim_train.main(args) if args.pipeline == 'sim_train' else sim_train.eval_main(args)
     if args.command == 'run' and args.pipeline == 'real_collect':
         from .pipelines import real_collect
         args.config = args.config or str(real_collect.DEFAULT_CONFIG)

@@ -212,3 +212,62 @@ def test_learner_drops_rows_older_than_the_version_lag_and_trains_reinforce_pp()
                   LearnerConfig(rows_per_step=2, action_dim=7, advantage='reinforce++'), seed=0)
     up = rpp.offer(_step_trajectory(0, 2))
     assert up.version == 1 and up.metrics['samples'] == 8 and 'policy_loss' in up.metrics
+
+
+def test_a_stored_trajectory_reads_back_as_the_trajectory_the_learner_trains_on(tmp_path):
+    """The writer's storage layout (chunk-aligned rows) back to a Trajectory: what a restarted
+    learner catches up from gives the same training batch as the live message did."""
+    from rl_traj_ros.core.delivery import TrajectoryId
+    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer, read_stored_trajectories
+    from rl_traj_ros.core.schema import TrajectoryKey
+    d = torch.zeros(2 * 3, 2, 4, dtype=torch.bool)  # 2 epochs of 2 chunks: [T+E] = 6 boundary rows
+    d[2, 0, 1] = d[4, 1, 3] = True
+    traj = _trajectory(t=4, b=2, c=4, a=7, dones=d)
+    traj.num_epochs = 2
+    traj.prev_values = torch.randn(6, 2, 1)
+    traj.curr_obs = {'states': torch.randn(4, 2, 21)}
+    traj.keys = [TrajectoryKey(5, e, 0, 0, c) for e in range(2) for c in range(2)]
+    traj.identity = TrajectoryId('run-a', 'rollout', 5, rows=((0, 0, 0), (0, 0, 1)))
+    with TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path), trajectory_format='pt') as buf:
+        buf.add_trajectories([traj])
+        buf.flush()
+    assert read_stored_trajectories(tmp_path, lambda i: i.run_id == 'run-b') == []
+    [back] = read_stored_trajectories(tmp_path, lambda i: i.run_id == 'run-a')
+    assert back.identity == traj.identity and back.keys == traj.keys and back.num_epochs == 2
+    assert torch.equal(back.prev_values, traj.prev_values)
+    for name in ('dones', 'terminations'):  # every chunk's end (the epoch-start rows are not stored)
+        assert torch.equal(back.__dict__[name][[1, 2, 4, 5]], traj.__dict__[name][[1, 2, 4, 5]])
+    for adv in ('gae', 'reinforce++'):
+        for auto_reset in (True, False):
+            a = training_batch(traj, 7, advantage=adv, auto_reset=auto_reset)
+            b = training_batch(back, 7, advantage=adv, auto_reset=auto_reset)
+            for k in a:
+                va, vb = (a[k]['states'], b[k]['states']) if k == 'obs' else (a[k], b[k])
+                assert torch.allclose(va, vb), (adv, auto_reset, k)
+
+
+def test_learner_trains_the_same_update_whatever_order_the_rows_arrive_and_only_its_actor_rank():
+    from dataclasses import replace as dc_replace
+    from rl_traj_ros.core.delivery import TrajectoryId
+    from rl_traj_ros.core.learner import Learner, LearnerConfig
+
+    def learner(**kw):
+        return Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
+                       LearnerConfig(rows_per_step=4, action_dim=7, chunks_per_step=4, **kw), seed=0)
+    a, b = _step_trajectory(0, 1), _step_trajectory(0, 2)
+    b.identity = dc_replace(b.identity, rows=((1, 0, 0), (1, 0, 1)))  # a second env node's rows
+    one, two = learner(), learner()
+    assert one.offer(a) is None and one.pending_steps == [0]
+    up1 = one.offer(b)
+    assert two.offer(b) is None
+    up2 = two.offer(a)
+    assert all(torch.equal(up1.state_dict[k], up2.state_dict[k]) for k in up1.state_dict)
+    rank1 = learner(actor_rank=1, run_id='run')
+    mine = _step_trajectory(0, 3)
+    mine.identity = TrajectoryId('run', 'pipeline', 0, actor_rank=1, rows=((0, 0, 0), (0, 0, 1)))
+    other_rank = dc_replace(mine.identity, actor_rank=0)
+    other_run = dc_replace(mine.identity, run_id='old-run')
+    assert not rank1.wants(other_rank) and not rank1.wants(other_run) and rank1.wants(mine.identity)
+    for ident in (other_rank, other_run):
+        assert rank1.offer(dc_replace(mine, identity=ident)) is None
+    assert rank1.counters['not_ours'] == 2 and rank1.pending_steps == []

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rl_traj_ros.envs.sim_franka import SimFrankaVecEnv, sim_env_from_params
+from rl_traj_ros.envs.sim_franka import REACH_STEP_M, SimFrankaVecEnv, sim_env_from_params
 from rl_traj_ros.envs.state_ids import StateIdTable
 
 from rosutil import ROOT
@@ -48,8 +48,21 @@ def test_sim_resets_to_state_ids():
         assert np.allclose(obs['states'][0, CUBE][:2], table.state(55).cube_xy, atol=1e-6)
         with pytest.raises(ValueError, match='2 envs'):
             env.reset_envs_to_state_ids([1])
-        with pytest.raises(ValueError, match='one variant'):
+        with pytest.raises(ValueError, match='task id must be in'):
             env.reset_envs_to_state_ids([1, 2], task_ids=[0, 3])
+        # task ids: env 1 switches to reaching the cube; a scripted reach succeeds, +1, episode over
+        obs, _ = env.reset_envs_to_state_ids([1, 2], task_ids=[0, 1])
+        assert obs['task_descriptions'] == ['pick up the cube', 'reach the cube']
+        for _ in range(40):
+            s = obs['states']
+            act = np.zeros((2, 7), np.float32)
+            act[1, :3] = np.clip((s[1, CUBE] - s[1, 15:18]) / REACH_STEP_M, -1, 1)
+            obs, r, term, trunc, info = env.step(act)
+            if term[1]:
+                break
+        assert term[1] and info['success'][1] and r[1] == 1.0
+        assert env.state_ids[1] != 2  # auto-reset to its next state id, still reaching
+        assert obs['task_descriptions'][1] == 'reach the cube'
     finally:
         env.close()
     fixed = sim_env_from_params({'num_envs': 2, 'state_split': ''})  # gym-hil's fixed start

@@ -2,17 +2,25 @@
 weights with the next model version out (the trainer document's loop; the learner node only
 adapts messages).
 
-A step is trained once the trajectories of every expected env row of that step arrived
-(``rows_per_step`` = env nodes x envs); each trajectory identity is consumed once (a resent
-one is counted and ignored), so a row is never trained on twice. With ``max_version_lag``
->= 0, rows rolled out by weights older than ``version - lag`` are dropped and counted
-(asynchronous mode with a bounded lag); the lag each update saw is reported.
+A step is trained once every expected (env row, chunk) cell of that step arrived
+(``rows_per_step`` = env nodes x envs, or this actor's share of them, times
+``chunks_per_step``); each trajectory identity is consumed once (a resent one is counted and
+ignored), so a row is never trained on twice, and the step's trajectories are concatenated in
+identity order, not arrival order (the same data gives the same update over DDS and in one
+process). With ``max_version_lag`` >= 0, rows rolled out by weights older than ``version -
+lag`` are masked out of the loss and counted (asynchronous mode with a bounded lag; masked,
+not removed, so ranks that all-reduce gradients keep taking the same number of minibatch
+steps); the lag each update saw is reported.
+
+``actor_rank`` >= 0 makes this learner one of several: it takes only the pipeline rows the
+collector routed to that actor rank and ``all_reduce`` averages gradients across the ranks.
+``run_id`` (when set) ignores trajectories of other runs sharing the topic or buffer.
 """
 from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +43,9 @@ class LearnerConfig:
     advantage: str = 'gae'
     auto_reset: bool = True
     max_version_lag: int = -1
+    chunks_per_step: int = 0     # chunks per env row and step (0: whatever the first trajectory holds)
+    actor_rank: int = -1         # >= 0: only pipeline rows routed to this actor rank
+    run_id: str = ''             # non-empty: only this run's trajectories
 
 
 @dataclass
@@ -43,6 +54,7 @@ class Update:
     version: int           # the model version the update produced
     state_dict: dict
     metrics: dict[str, float]
+    time: float = field(default_factory=time.time)  # when it was made (learning curves against wall time)
 
 
 class Learner:
@@ -53,12 +65,30 @@ class Learner:
         self._rows: dict[int, int] = {}
         self._seen: set[TrajectoryId] = set()
         self._trained: set[int] = set()  # steps already in the weights (kept across a resume)
-        self.counters = {'trajectories': 0, 'duplicates': 0, 'updates': 0, 'stale_rows_dropped': 0}
+        self.counters = {'trajectories': 0, 'duplicates': 0, 'updates': 0, 'stale_rows_dropped': 0,
+                         'not_ours': 0}
         self._t_last = time.monotonic()
+
+    def ours(self, ident: TrajectoryId) -> bool:
+        """Whether a trajectory of this identity is this learner's (its run, its actor rank)."""
+        return ((not self.cfg.run_id or ident.run_id == self.cfg.run_id)
+                and (self.cfg.actor_rank < 0 or ident.actor_rank == self.cfg.actor_rank))
+
+    def wants(self, ident: TrajectoryId) -> bool:
+        """Whether a trajectory of this identity is ours and not learned from or held yet."""
+        return self.ours(ident) and ident not in self._seen and ident.step_id not in self._trained
+
+    @property
+    def pending_steps(self) -> list[int]:
+        """Steps with some but not all of their rows."""
+        return sorted(self._steps)
 
     def offer(self, traj: Trajectory) -> Optional[Update]:
         """Take one trajectory; returns the update when it completed its step."""
         ident = traj.identity
+        if ident is not None and not self.ours(ident):
+            self.counters['not_ours'] += 1
+            return None
         if ident is not None:
             if ident in self._seen:
                 self.counters['duplicates'] += 1
@@ -70,32 +100,57 @@ class Learner:
             return None
         self.counters['trajectories'] += 1
         self._steps.setdefault(step, []).append(traj)
-        self._rows[step] = self._rows.get(step, 0) + traj.num_envs
-        if self._rows[step] < self.cfg.rows_per_step:
+        self._rows[step] = self._rows.get(step, 0) + traj.num_envs * traj.actions.shape[0]
+        if self._rows[step] < self.cfg.rows_per_step * (self.cfg.chunks_per_step or traj.actions.shape[0]):
             return None
+        del self._rows[step]
         return self._train(step, self._steps.pop(step))
 
     def _train(self, step: int, trajs: list[Trajectory]) -> Update:
         cfg = self.cfg
+        trajs = sorted(trajs, key=lambda t: (t.identity.epoch_id, t.identity.micro_batch, t.identity.rows)
+                       if t.identity is not None else (0, 0, ()))
         batches = [training_batch(t, cfg.action_dim, cfg.gamma, cfg.gae_lambda, cfg.advantage, cfg.auto_reset)
                    for t in trajs]
         batch = {k: torch.cat([b[k] for b in batches]) for k in batches[0] if k != 'obs'}
         batch['obs'] = {k: torch.cat([b['obs'][k] for b in batches]) for k in batches[0]['obs']}
         lag = self.version - batch['versions'].to(torch.int64)
         if cfg.max_version_lag >= 0:
-            keep = lag <= cfg.max_version_lag
-            self.counters['stale_rows_dropped'] += int((~keep).sum())
-            batch = {k: ({kk: vv[keep] for kk, vv in v.items()} if k == 'obs' else v[keep]) for k, v in batch.items()}
-        metrics = self.updater.update(batch) if batch['actions'].shape[0] else {}
+            stale = lag > cfg.max_version_lag
+            self.counters['stale_rows_dropped'] += int(stale.sum())
+            batch['response_mask'] = batch['response_mask'] & ~stale.unsqueeze(-1)
+        self._update_obs_stats(batch)
+        metrics = self.updater.update(batch)
         self.version += 1
         self._trained.add(step)
         self.counters['updates'] += 1
         metrics.update(self._rollout_metrics(trajs), version_lag_max=float(lag.max()), version=float(self.version),
-                       samples=float(batch['actions'].shape[0]))
+                       samples=float(batch['response_mask'].any(-1).sum()))
         now = time.monotonic()
         metrics['step_s'], self._t_last = now - self._t_last, now
         return Update(step, self.version, {k: v.detach().clone() for k, v in self.model.state_dict().items()},
                       metrics)
+
+    def _update_obs_stats(self, batch: dict) -> None:
+        """Fold the step's states into the model's normalizer before the update (the update then
+        trains under the statistics it ships with). Ranks sum their moments first, so every rank
+        keeps the same statistics."""
+        merge = getattr(self.model, 'merge_obs_stats', None)
+        states = batch['obs'].get('states')
+        if merge is None or states is None:
+            return
+        x = states[batch['response_mask'].any(-1)].to(torch.float64)
+        moments = torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64), x.sum(0), (x * x).sum(0)])
+        if self.updater.all_reduce is not None:
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():
+                dist.all_reduce(moments, op=dist.ReduceOp.SUM)
+        n = moments[0].item()
+        if n < 1:
+            return
+        d = x.shape[1]
+        mean = moments[1:1 + d] / n
+        merge(n, mean.float(), (moments[1 + d:] / n - mean ** 2).clamp_min(0.0).float())
 
     @staticmethod
     def _rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:

@@ -189,6 +189,16 @@ class PPOUpdater:
         self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr)
         self.generator = torch.Generator().manual_seed(seed)
 
+    def _mean_over_ranks(self, x: float) -> float:
+        """``x`` averaged over the learner ranks (when they all-reduce): every rank then takes the
+        same early-stop decision, so none waits in an all-reduce the others skipped."""
+        import torch.distributed as dist
+        if self.all_reduce is None or not dist.is_available() or not dist.is_initialized():
+            return x
+        t = torch.tensor([x], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return float(t) / dist.get_world_size()
+
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
         cfg = self.cfg
         t0 = time.perf_counter()
@@ -225,7 +235,7 @@ class PPOUpdater:
                 count += 1
                 kls.append(float(stats['approx_kl']))
             epochs_run += 1
-            if cfg.target_kl > 0 and sum(kls) / len(kls) > 1.5 * cfg.target_kl:
+            if cfg.target_kl > 0 and self._mean_over_ranks(sum(kls) / len(kls)) > 1.5 * cfg.target_kl:
                 stopped = True
                 break
         with torch.no_grad():

@@ -132,6 +132,61 @@ def _chunk_aligned(traj: Trajectory) -> dict[str, torch.Tensor]:
     return out
 
 
+def trajectory_from_stored(flat: dict[str, torch.Tensor], shape: Sequence[int], keys: Sequence[TrajectoryKey],
+                           identity: Optional[TrajectoryId] = None) -> Trajectory:
+    """Inverse of the storage layout (``flatten_trajectory`` of a ``Trajectory``): ``[T*B, ...]``
+    rows back to time-major fields and chunk-aligned boundaries back to ``[T+E, B, ...]``
+    (``prev_values`` exactly, from each chunk's V(s_t) and the last chunk's V(s_t+1)). The done
+    flags before an epoch's first chunk are not stored and come back False: no estimator reads
+    them (they take each chunk's end)."""
+    t, b = int(shape[0]), int(shape[1])
+    e = max(len({k.epoch_id for k in keys}), 1)
+    l = t // e
+    fields = {k: v.reshape(t, b, *v.shape[1:]) for k, v in flat.items()}
+    nxt = fields.pop('next_values', None)
+    if nxt is None:
+        raise ValueError('stored trajectory has no next_values: it was not written from a Trajectory')
+    for name in ('dones', 'terminations', 'truncations', 'prev_values'):
+        v = fields[name]
+        parts = []
+        for ep in range(e):
+            chunk = v[ep * l:(ep + 1) * l]
+            if name == 'prev_values':
+                parts += [chunk, nxt[(ep + 1) * l - 1:(ep + 1) * l]]
+            else:
+                parts += [torch.zeros_like(chunk[:1]), chunk]
+        fields[name] = torch.cat(parts)
+    traj = Trajectory.from_dict(fields, e, list(keys))
+    traj.identity = identity
+    return traj
+
+
+def read_stored_trajectories(directory: Union[str, Path], want: Callable[[TrajectoryId], bool]) -> list[Trajectory]:
+    """The trajectories a (possibly live) writer stored under ``directory`` whose identity
+    ``want`` accepts, in index order. Read-only: the index is replaced atomically, so a reader
+    sees some complete version of it, and every listed file is complete (nothing is adopted,
+    cleaned or locked). What a restarted consumer (the learner) uses to catch up on the rows it
+    missed while it was down."""
+    directory = Path(directory)
+    if not (directory / INDEX_FILE).exists():
+        return []
+    meta = read_json(directory / METADATA_FILE, 'metadata')
+    index = read_json(directory / INDEX_FILE, 'index')
+    out = []
+    for tid in index.get('trajectory_ids', []):
+        rec = index['trajectories'][str(tid)]
+        if 'identity' not in rec:
+            continue
+        ident = TrajectoryId.from_json(rec['identity'])
+        if not want(ident):
+            continue
+        flat = load_trajectory(directory / trajectory_filename(int(tid), meta['trajectory_format']),
+                               meta['trajectory_format'], mmap=False)
+        out.append(trajectory_from_stored(flat, rec['shape'], [TrajectoryKey.from_tuple(k) for k in rec['keys']],
+                                          ident))
+    return out
+
+
 def _max_episode_length(dones: Optional[torch.Tensor], t: int) -> int:
     if dones is None:
         return t

@@ -28,8 +28,12 @@ class BatchedEnv:
 
     def _batch(self, obs: list[dict]) -> dict:
         out = {k: np.stack([o[k] for o in obs]) for k in obs[0]}
-        out['task_descriptions'] = [self.task] * len(obs)
+        out['task_descriptions'] = [self.task_of(i) for i in range(len(obs))]
         return out
+
+    def task_of(self, i: int) -> str:
+        """Env i's task description (one task for all, unless a subclass has variants)."""
+        return self.task
 
     def _reset_one(self, i: int) -> dict:
         raw, _ = self.envs[i].reset(seed=self.seed * 100003 + i * 1009 + self._episode[i])
@@ -40,6 +44,15 @@ class BatchedEnv:
     def _after_reset(self, i: int, raw: Any) -> Any:
         """Hook: put env i into its episode's initial state; returns its observation."""
         return raw
+
+    def _act(self, i: int, action: np.ndarray) -> np.ndarray:
+        """Hook: the action env i executes for the policy's ``action``."""
+        return action
+
+    def _outcome(self, i: int, raw: Any, reward: float, terminated: bool, truncated: bool,
+                 info: dict) -> tuple[float, bool, bool, bool]:
+        """Hook: env i's (reward, terminated, truncated, success) for the step it just took."""
+        return reward, terminated, truncated, bool(info.get(self.success_key, False))
 
     def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
         if seed is not None:
@@ -54,9 +67,9 @@ class BatchedEnv:
         success = np.zeros(self.num_envs, bool)
         final_obs: list = [None] * self.num_envs
         for i, env in enumerate(self.envs):
-            raw, r, te, tr, info = env.step(actions[i])
+            raw, r, te, tr, info = env.step(self._act(i, actions[i]))
+            r, te, tr, success[i] = self._outcome(i, raw, r, te, tr, info)
             rew[i], term[i], trunc[i] = r, te, tr
-            success[i] = bool(info.get(self.success_key, False))
             o = self.obs_fn(i, raw)
             if te or tr:
                 final_obs[i] = o

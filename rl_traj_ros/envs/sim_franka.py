@@ -12,12 +12,22 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Sequence
 
+import gymnasium as gym
 import numpy as np
 
 from .batched import BatchedEnv
 from .state_ids import StateIdTable
 
 TASK = 'pick up the cube'
+# task ids: 0 = gym-hil's pick-and-lift; 1 = reach: bring the gripper's pinch point within
+# REACH_RADIUS of the cube (state only; dense reward -distance capped at REACH_MAX_PENALTY,
+# +1 and the episode ends on success; the policy's xyz in [-1, 1] moves the target by up to
+# REACH_STEP_M per control step, rotation and gripper held): a variant PPO learns from
+# scratch on a laptop CPU.
+TASKS = (TASK, 'reach the cube')
+REACH_RADIUS = 0.02
+REACH_STEP_M = 0.025
+REACH_MAX_PENALTY = 0.5
 STATE_DIM = 21
 JOINTS = [f'joint{i}' for i in range(1, 8)]  # the MJCF's joint names
 STATE_NAMES = ([f'{j}.pos' for j in JOINTS] + [f'{j}.vel' for j in JOINTS] + ['gripper.pos']
@@ -34,15 +44,15 @@ class SimFrankaVecEnv(BatchedEnv):
 
     def __init__(self, num_envs: int = 1, image_obs: bool = False, image_size: int = 128, seed: int = 0,
                  max_episode_steps: int = 100, states: Optional[StateIdTable] = None, state_split: str = 'train',
-                 env_offset: int = 0, total_envs: Optional[int] = None):
+                 env_offset: int = 0, total_envs: Optional[int] = None, task_id: int = 0):
         self.states, self.state_split = states, state_split
+        self.task_ids = [self._check_task(task_id)] * num_envs
         if states is not None:
             states.ids(state_split)  # checks the split's name
         self.env_offset, self.total_envs = int(env_offset), int(total_envs or num_envs)
         self.state_ids = [-1] * num_envs  # the state id each env's current episode started from
         self._forced: Optional[list] = None  # ids of an explicit reset_envs_to_state_ids
         os.environ.setdefault('MUJOCO_GL', 'egl')
-        import gymnasium as gym
         import gym_hil  # noqa: F401 - registers the envs
         self.image_obs = image_obs
         kwargs = {'image_obs': image_obs}
@@ -73,8 +83,10 @@ class SimFrankaVecEnv(BatchedEnv):
             raise ValueError('this env has no state table (states=None): nothing to reset to')
         if len(state_ids) != self.num_envs:
             raise ValueError(f'{len(state_ids)} state ids for {self.num_envs} envs')
-        if task_ids is not None and any(int(t) != 0 for t in task_ids):
-            raise ValueError(f'the pick-cube task has one variant (task id 0), got {list(task_ids)}')
+        if task_ids is not None:
+            if len(task_ids) != self.num_envs:
+                raise ValueError(f'{len(task_ids)} task ids for {self.num_envs} envs')
+            self.task_ids = [self._check_task(t) for t in task_ids]
         self._forced = [int(x) for x in state_ids]
         try:
             return self._batch([self._reset_one(i) for i in range(self.num_envs)]), {}
@@ -95,6 +107,40 @@ class SimFrankaVecEnv(BatchedEnv):
         u._z_success = u._z_init + 0.1
         self.state_ids[i] = sid
         return u._compute_observation()
+
+    @staticmethod
+    def _check_task(task_id) -> int:
+        if int(task_id) not in range(len(TASKS)):
+            raise ValueError(f'task id must be in [0, {len(TASKS)}) ({", ".join(TASKS)}), got {task_id}')
+        return int(task_id)
+
+    def task_of(self, i: int) -> str:
+        return TASKS[self.task_ids[i]]
+
+    def _act(self, i: int, action: np.ndarray) -> np.ndarray:
+        if self.task_ids[i] != 1:
+            return action
+        out = np.zeros(7, np.float32)
+        out[:3] = np.clip(action[:3], -1.0, 1.0) * REACH_STEP_M
+        return out
+
+    def reach_distance(self, i: int) -> float:
+        """Env i's pinch-point-to-cube distance (m)."""
+        d = self.envs[i].unwrapped._data
+        return float(np.linalg.norm(d.sensor('block_pos').data - d.sensor('2f85/pinch_pos').data))
+
+    def _outcome(self, i: int, raw: dict, reward: float, terminated: bool, truncated: bool,
+                 info: dict) -> tuple[float, bool, bool, bool]:
+        if self.task_ids[i] != 1:
+            return super()._outcome(i, raw, reward, terminated, truncated, info)
+        dist = self.reach_distance(i)
+        if dist < REACH_RADIUS:
+            return 1.0, True, False, True
+        # the cube knocked out of the workspace (gym-hil terminates; pressing the gripper into it can
+        # launch it metres away): the episode is cut, not ended, and the penalty stays bounded, so
+        # knocking it away is never a shortcut out of the per-step penalty
+        knocked = bool(terminated and not info.get(self.success_key, False))
+        return -min(dist, REACH_MAX_PENALTY), False, bool(truncated or knocked), False
 
     def _obs_one(self, i: int, raw: dict) -> dict:
         u = self.envs[i].unwrapped
@@ -121,4 +167,32 @@ def sim_env_from_params(p: dict, env_rank: int = 0) -> SimFrankaVecEnv:
     return SimFrankaVecEnv(num_envs, bool(p.get('image_obs', False)), int(p.get('image_size', 128)),
                            int(p.get('seed', 0)), int(p.get('max_episode_steps', 100)), states=table,
                            state_split=split or 'train', env_offset=env_rank * num_envs,
-                           total_envs=num_envs * int(p.get('num_env_nodes', 1)))
+                           total_envs=num_envs * int(p.get('num_env_nodes', 1)), task_id=int(p.get('task_id', 0)))
+
+
+class GymSimFranka(gym.Env):
+    """One sim env as a plain gymnasium env (no auto-reset; ``is_success`` in the step info):
+    what stable-baselines3 and other single-process libraries train on, on the same task,
+    rewards and state ids as the env node (``bench/bench_learning.py``'s anchor). Observation:
+    the 21 ``states``; action: 7 floats in [-1, 1]."""
+
+    def __init__(self, env_index: int = 0, total_envs: int = 1, task_id: int = 1, max_episode_steps: int = 50,
+                 states: Optional[StateIdTable] = None, seed: int = 0):
+        self.vec = SimFrankaVecEnv(1, seed=seed + env_index, max_episode_steps=max_episode_steps,
+                                   states=states or StateIdTable(), env_offset=env_index, total_envs=total_envs,
+                                   task_id=task_id)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (7,), np.float32)
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        super().reset(seed=seed)
+        return self.vec._reset_one(0)['states'], {}
+
+    def step(self, action):
+        v = self.vec
+        raw, r, te, tr, info = v.envs[0].step(v._act(0, np.asarray(action, np.float32)))
+        r, te, tr, success = v._outcome(0, raw, r, te, tr, info)
+        return v._obs_one(0, raw)['states'], float(r), bool(te), bool(tr), {'is_success': success}
+
+    def close(self) -> None:
+        self.vec.close()

@@ -63,6 +63,7 @@ class FrankaEnvNode(LifecycleNode):
             'state_seed': (0, 'sim: seed of the state-id table (same seed, same states in any process)'),
             'num_train_states': (4096, 'sim: training state ids [0, N)'),
             'num_eval_states': (256, 'sim: held-out state ids [N, N + M)'),
+            'task_id': (0, 'sim: 0 = pick and lift the cube, 1 = reach the cube (state only, dense reward)'),
             'num_env_nodes': (1, 'env nodes of the run (each env walks its own stride through the state ids)'),
             'reply_timeout_s': (300.0, 'give up when the policy does not answer a chunk in time'),
             'request_resend_s': (5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes'),

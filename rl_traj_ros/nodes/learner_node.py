@@ -9,6 +9,16 @@ env rows arrived (``core/learner.py``), publishes PolicyWeights (inline, or as a
 ``<metrics_dir>/metrics.jsonl`` and to TensorBoard event files under ``tensorboard_dir``,
 checkpoints itself under ``checkpoint_dir`` (resumed on start: the versions continue, trained
 steps are not trained again), and stops after ``num_updates`` updates (0 = never).
+
+Losing no step: with ``replay_buffer_dir`` (the writer's directory) the learner reads the
+trajectories of untrained steps it never received from the writer's buffer, on start and
+whenever the index changed (every ``catch_up_period_s``): a learner SIGKILLed mid-run and
+restarted resumes from its checkpoint and trains the steps it missed while it was down.
+
+Several learners: ``num_actors`` > 1 learner nodes, ``actor_rank`` 0..n-1, each take the
+pipeline rows the collector routes to their actor rank and all-reduce gradients with
+torch.distributed (``dist_backend`` gloo on CPU, nccl on GPUs; rendezvous at ``dist_init``);
+every rank ends each update with the same weights and rank 0 publishes them.
 """
 from __future__ import annotations
 
@@ -20,12 +30,16 @@ from rclpy.node import Node
 
 from .. import msg as M
 from ..core import weights as W
-from ..core.learner import Learner, LearnerConfig
-from ..core.ppo import PPOConfig
-from ..policies.actor_critic import ActorCritic
+from ..core.ppo import PPOConfig, all_reduce_gradients
+from ..core.replay_buffer import INDEX_FILE, read_stored_trajectories
+from ..core.storage import BufferFileError
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
+from ..rollout.workers import make_learner
 from .common import declare, run_node, serve_stats, topic, wait_acked
+
+
+PPO = PPOConfig()  # the defaults make_learner falls back to
 
 
 class LearnerNode(Node):
@@ -44,15 +58,16 @@ class LearnerNode(Node):
             'advantage': ('gae', "'gae' or 'reinforce++'"),
             'auto_reset': (True, 'the envs auto-reset (every slot is a step); false: mask after the first done'),
             'max_version_lag': (-1, 'drop rows rolled out by weights older than version - lag; -1: keep all'),
-            'lr': (3e-4, 'Adam learning rate'),
-            'ppo_epochs': (4, 'epochs over each step\'s samples'),
-            'minibatch_size': (64, 'samples per gradient step'),
-            'clip_ratio': (0.2, 'PPO clip'),
-            'value_clip': (0.2, 'value clip (0 = off)'),
-            'entropy_coef': (0.0, 'entropy bonus'),
-            'value_coef': (0.5, 'value loss weight'),
-            'max_grad_norm': (0.5, 'gradient clipping'),
-            'target_kl': (0.0, 'stop an update\'s epochs once approx KL > 1.5x this (0 = off)'),
+            'lr': (PPO.lr, 'Adam learning rate'),
+            'ppo_epochs': (PPO.epochs, 'epochs over each step\'s samples'),
+            'minibatch_size': (PPO.minibatch_size, 'samples per gradient step'),
+            'clip_ratio': (PPO.clip_ratio, 'PPO clip'),
+            'value_clip': (PPO.value_clip, 'value clip (0 = off)'),
+            'entropy_coef': (PPO.entropy_coef, 'entropy bonus'),
+            'value_coef': (PPO.value_coef, 'value loss weight'),
+            'max_grad_norm': (PPO.max_grad_norm, 'gradient clipping'),
+            'target_kl': (PPO.target_kl, 'stop an update\'s epochs once approx KL > 1.5x this (0 = off)'),
+            'normalize_advantages': (PPO.normalize_advantages, 'whiten the advantages of each update'),
             'inline_max_bytes': (8 << 20, 'weights up to this size travel in the message; larger as a file'),
             'weights_dir': ('', 'where larger weights are written (shared with the policy node)'),
             'metrics_dir': ('', 'metrics.jsonl goes here (empty: not written)'),
@@ -61,21 +76,41 @@ class LearnerNode(Node):
             'checkpoint_every': (1, 'save every this many updates (0 = only at shutdown)'),
             'resume': (True, 'continue from checkpoint_dir\'s checkpoint when there is one'),
             'tensorboard_dir': ('', 'TensorBoard event files (SummaryWriter) go here (empty: none)'),
+            'snapshot_every': (0, 'also keep the weights of every N-th version as weights_dir/policy_v<N>.pt '
+                                  '(learning curves against held-out evaluation; 0 = off)'),
+            'num_epochs': (1, 'E: epochs per step (with chunks_per_epoch: the chunks a step\'s rows hold)'),
+            'chunks_per_epoch': (1, 'L: chunks per epoch'),
+            'run_id': ('', "train only on this run's trajectories (empty: any run's)"),
+            'replay_buffer_dir': ('', "the writer's buffer: catch up there on steps missed while down"),
+            'catch_up_period_s': (2.0, 'how often to look for stored trajectories of missed steps'),
+            'num_actors': (1, 'learner ranks (the collector in pipeline mode with the same num_actors)'),
+            'actor_rank': (0, 'this learner\'s rank (with num_actors > 1)'),
+            'dist_backend': ('gloo', "torch.distributed backend: 'gloo' (CPU) or 'nccl' (GPU)"),
+            'dist_init': ('tcp://127.0.0.1:29517', 'torch.distributed rendezvous of the ranks'),
         })
-        model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], seed=p['seed'])
-        ppo = PPOConfig(clip_ratio=p['clip_ratio'], value_clip=p['value_clip'], entropy_coef=p['entropy_coef'],
-                        value_coef=p['value_coef'], epochs=p['ppo_epochs'], minibatch_size=p['minibatch_size'],
-                        max_grad_norm=p['max_grad_norm'], target_kl=p['target_kl'], lr=p['lr'])
-        cfg = LearnerConfig(p['num_envs'] * p['num_env_nodes'], p['action_dim'], p['gamma'], p['gae_lambda'],
-                            p['advantage'], p['auto_reset'], p['max_version_lag'])
-        self.p, self.learner = p, Learner(model, ppo, cfg, seed=p['seed'])
+        ranks = p['num_actors']
+        self.learner = make_learner(p, all_reduce_gradients if ranks > 1 else None)  # checks the ranks first
+        if ranks > 1:
+            import torch.distributed as dist
+            self.get_logger().info(f"rank {p['actor_rank']} of {ranks}: joining {p['dist_init']} ({p['dist_backend']})")
+            dist.init_process_group(p['dist_backend'], init_method=p['dist_init'], rank=p['actor_rank'],
+                                    world_size=ranks)
+        cfg = self.learner.cfg
+        self.rank0 = p['actor_rank'] == 0
+        if ranks > 1:  # each rank its own checkpoint and event files; rank 0's metrics keep the plain name
+            for k in ('checkpoint_dir', 'tensorboard_dir'):
+                if p[k]:
+                    p[k] = str(Path(p[k]) / f"rank_{p['actor_rank']}")
+        self.metrics_file = 'metrics.jsonl' if self.rank0 else f"metrics_rank{p['actor_rank']}.jsonl"
+        self.p = p
         if p['checkpoint_dir'] and p['resume'] and self.learner.load_checkpoint(p['checkpoint_dir']):
             self.get_logger().info(f"resumed from {p['checkpoint_dir']}: version {self.learner.version}")
         self.pub_weights = self.create_publisher(M.PolicyWeights, topic(self, 'policy_weights'), WEIGHTS_QOS)
         self.pub_metrics = self.create_publisher(DiagnosticArray, topic(self, 'learner_metrics'), 10)
         self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
         serve_stats(self, self.stats)
-        self.rejected = 0
+        self.rejected = self.caught_up = 0
+        self._index_mtime = None
         self.last_metrics: dict[str, float] = {}
         self.tb = None
         if p['tensorboard_dir']:
@@ -84,9 +119,13 @@ class LearnerNode(Node):
         self.finished = False
         # announce itself: the policy node (max_version_lag >= 0) answers nothing before the learner is
         # subscribed, and a resumed learner's version reaches it at once (TRANSIENT_LOCAL)
-        self._publish_weights(self.learner.model.state_dict(), self.learner.version)
+        if self.rank0:
+            self._publish_weights(self.learner.model.state_dict(), self.learner.version)
         self.get_logger().info(f"learner ready: {cfg.rows_per_step} rows per step, advantage {p['advantage']}, "
                                f'version {self.learner.version}')
+        if p['replay_buffer_dir']:
+            self.catch_up()
+            self.create_timer(p['catch_up_period_s'], self.catch_up)
 
     def on_trajectory(self, m: M.Trajectory) -> None:
         try:
@@ -94,6 +133,34 @@ class LearnerNode(Node):
         except (ValueError, TypeError) as e:
             self.rejected += 1
             self.get_logger().error(f'rejected Trajectory: {e}')
+            return
+        self._take(traj)
+
+    def catch_up(self) -> None:
+        """Train on what the writer stored of steps this learner never received (it was down)."""
+        if self.finished:
+            return
+        directory = Path(self.p['replay_buffer_dir'])
+        try:
+            mtime = (directory / INDEX_FILE).stat().st_mtime_ns
+        except FileNotFoundError:
+            return
+        if mtime == self._index_mtime:
+            return
+        try:
+            missed = read_stored_trajectories(directory, self.learner.wants)
+        except (BufferFileError, OSError, ValueError) as e:  # e.g. the writer is mid-way through its first write
+            self.get_logger().warning(f'cannot read {directory} yet: {e}')
+            return
+        self._index_mtime = mtime
+        for traj in missed:
+            if self.learner.wants(traj.identity):
+                self.caught_up += 1
+                self.get_logger().info(f'catching up from the replay buffer: {traj.identity}')
+                self._take(traj)
+
+    def _take(self, traj) -> None:
+        if self.finished:
             return
         try:
             up = self.learner.offer(traj)
@@ -106,9 +173,13 @@ class LearnerNode(Node):
         every = self.p['checkpoint_every']
         if self.p['checkpoint_dir'] and every and self.learner.counters['updates'] % every == 0:
             self.learner.save_checkpoint(self.p['checkpoint_dir'])  # before the weights leave: resumable
-        self._publish_weights(up.state_dict, up.version)
+        if self.rank0:
+            self._publish_weights(up.state_dict, up.version)
+            every = self.p['snapshot_every']
+            if every and self.p['weights_dir'] and up.version % every == 0:
+                W.save_file(up.state_dict, self.p['weights_dir'], up.version)
         self.last_metrics = up.metrics
-        self._publish_metrics(up.step_id, up.metrics)
+        self._publish_metrics(up.step_id, up.metrics, up.time)
         mt = up.metrics
         self.get_logger().info(
             f"update {self.learner.counters['updates']} (step {up.step_id}) -> v{up.version}: "
@@ -131,7 +202,7 @@ class LearnerNode(Node):
         m.header.stamp = self.get_clock().now().to_msg()
         self.pub_weights.publish(m)
 
-    def _publish_metrics(self, step: int, metrics: dict[str, float]) -> None:
+    def _publish_metrics(self, step: int, metrics: dict[str, float], when: float) -> None:
         status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id='rl_traj_ros',
                                   message=f'step {step}',
                                   values=[KeyValue(key=k, value=f'{v:.6g}') for k, v in metrics.items()])
@@ -143,14 +214,15 @@ class LearnerNode(Node):
                 self.tb.add_scalar(f'learner/{k}', v, step)
             self.tb.flush()
         if self.p['metrics_dir']:
-            path = Path(self.p['metrics_dir']) / 'metrics.jsonl'
+            path = Path(self.p['metrics_dir']) / self.metrics_file
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, 'a') as fh:
-                fh.write(json.dumps({'step': step, **metrics}) + '\n')
+                fh.write(json.dumps({'step': step, 'time': when, **metrics}) + '\n')
 
     def stats(self) -> dict[str, float]:
         return {**{k: float(v) for k, v in self.learner.counters.items()}, 'version': float(self.learner.version),
-                'rejected': float(self.rejected), **{f'last_{k}': v for k, v in self.last_metrics.items()}}
+                'rejected': float(self.rejected), 'caught_up': float(self.caught_up),
+                **{f'last_{k}': v for k, v in self.last_metrics.items()}}
 
     def shutdown(self) -> None:
         if self.p['checkpoint_dir'] and self.learner.counters['updates']:
@@ -158,6 +230,10 @@ class LearnerNode(Node):
         if self.tb is not None:
             self.tb.close()
         wait_acked(self, (self.pub_weights,), timeout_s=5.0)
+        if self.p['num_actors'] > 1:
+            import torch.distributed as dist
+            if dist.is_initialized():
+                dist.destroy_process_group()
         self.get_logger().info(f'counters: {self.learner.counters}, version {self.learner.version}')
 
 

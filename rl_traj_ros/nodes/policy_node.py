@@ -60,8 +60,7 @@ class PolicyNode(Node):
         self.create_subscription(M.PolicyInput, topic(self, 'policy_input'), self.on_request, DATA_QOS)
         self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
         self.create_subscription(M.PolicyWeights, topic(self, 'policy_weights'), self.on_weights, WEIGHTS_QOS)
-        self.max_lag, self.first_version = p['max_version_lag'], p['model_version']
-        self._first_step = None  # step of the first request: update v answers step first + v
+        self.max_lag = p['max_version_lag']
         self._waiting: OrderedDict = OrderedDict()  # key -> request held until its weights arrive
         self._learner_seen = False  # with max_version_lag >= 0 nothing is answered before the learner is up
         # parts stay here until the collector acknowledged their keys: every row stored (resent to a new collector)
@@ -108,9 +107,7 @@ class PolicyNode(Node):
             return True
         if not self._learner_seen:  # no learner yet: it would miss the first step's trajectories
             return False
-        if self._first_step is None:
-            self._first_step = step
-        return self.worker.model_version - self.first_version >= step - self._first_step - self.max_lag
+        return self.worker.ready_for(step, self.max_lag)
 
     def on_weights(self, m: M.PolicyWeights) -> None:
         version = int(m.model_version)

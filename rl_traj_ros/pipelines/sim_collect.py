@@ -77,10 +77,13 @@ def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = 
 
 
 # -- in one process, no ROS ----------------------------------------------------------------------
-def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = None) -> dict:
+def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = None, learner=None) -> dict:
     """The same workers, collector, exactly-once sink and buffer as the nodes, in one process:
     outputs take the writer node's path (``ExactlyOnceSink.offer``) and acknowledgements the
-    collector node's (``TrajectoryCollector.acknowledge``)."""
+    collector node's (``TrajectoryCollector.acknowledge``). With a ``learner`` (``run sim_train
+    --in-process``) every output also goes to it and its updates to the policy worker, and a
+    request waits as the policy node makes it wait (``max_version_lag``): the previous chunk's
+    EnvPart is completed at once, the new chunk is answered once its weights are in."""
     from ..core.collector import TrajectoryCollector
     from ..core.delivery import ExactlyOnceSink, new_run_id
     from ..core.episodes import CollectEpisode, collect_episode_kwargs
@@ -106,27 +109,50 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
                                  num_envs=cfg.num_envs, **collect_episode_kwargs(pe))
         envs.append(env)
         workers.append(EnvWorker(cfg, env))
+    lag = int(params['policy_node'].get('max_version_lag', -1)) if learner is not None else -1
+    updates: list = []
     t_data = 0.0
+
+    def store(part) -> None:
+        if part is None:
+            return
+        for o in collector.push(part):
+            offer = sink.offer(o.trajectory, block=True)
+            if offer.verdict == 'rejected':
+                rejected.append(offer.reason)
+            up = learner.offer(o.trajectory) if learner is not None else None
+            if up is not None:
+                policy.set_weights(up.state_dict, up.version)
+                updates.append(up)
+        collector.acknowledge(sink.take_acks())
+
     t0 = time.perf_counter()
     gens = [w.run() for w in workers]
     reqs = [next(g) for g in gens]
+    completed = [False] * len(gens)
     live = list(range(len(gens)))
     while live:
+        progressed = False
         for i in list(live):
             t1 = time.perf_counter()
-            chunk, pol, envp = policy.handle(reqs[i])
-            for part in (pol, envp):
-                if part is not None:
-                    for o in collector.push(part):
-                        offer = sink.offer(o.trajectory, block=True)
-                        if offer.verdict == 'rejected':
-                            rejected.append(offer.reason)
-                    collector.acknowledge(sink.take_acks())
+            req = reqs[i]
+            if not completed[i]:  # the previous chunk's EnvPart first: the learner may need it for its step
+                store(policy.complete(req))
+                completed[i] = True
+            if req.sources and not policy.ready_for(req.sources[0].key.step_id, lag):
+                t_data += time.perf_counter() - t1
+                continue  # waits for the weights of an update another env node's rows complete
+            chunk, pol = policy.infer(req) if req.sources else (None, None)
+            store(pol)
             t_data += time.perf_counter() - t1
+            progressed, completed[i] = True, False
             try:
                 reqs[i] = gens[i].send(chunk.actions if chunk is not None else None)
             except StopIteration:
                 live.remove(i)
+        if not progressed:
+            raise RuntimeError(f'every env waits for weights the learner cannot produce (pending steps '
+                               f'{learner.pending_steps if learner is not None else []})')
     loop = time.perf_counter() - t0  # like the env node's loop_s: without the final flush and close
     buffer.close()
     collector.acknowledge(sink.take_acks())
@@ -139,7 +165,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
             'successes': sum(s.successes for s in stats), 'replay_buffer': buf_dir,
             'collector': {**collector.stats, 'unsettled_keys': collector.ledger.unsettled(),
                           'open_episodes': len(collector.open_episodes())},
-            'writer': {**sink.counters, 'trajectories': len(buffer)}, 'rejected': rejected}
+            'writer': {**sink.counters, 'trajectories': len(buffer)}, 'rejected': rejected, 'updates': updates}
 
 
 def rollout_config(pe: dict, rank: int):

@@ -1,17 +1,25 @@
-"""Sim training: the sim collection pipeline plus a learner node closing the loop (PPO).
+"""Sim training: the sim collection pipeline plus learner node(s) closing the loop (PPO).
 
-    python -m rl_traj_ros.cli run sim_train [--steps N --num-env-nodes K --output-dir D]
+    python -m rl_traj_ros.cli run sim_train [--steps N --num-env-nodes K --num-learners R
+                                             --eval-episodes M --in-process --output-dir D]
+    python -m rl_traj_ros.cli run sim_eval --checkpoint D/learner [--eval-episodes M]
 
 Env node(s) -> policy node (the actor-critic, ``max_version_lag`` 0: each step waits for the
 weights of the previous step's update) -> collector -> writer and learner; the learner
 trains one PPO update per step and publishes the weights with the next model version, which
-the policy node stamps into every chunk of the next step. Outputs under the run directory:
-``replay_buffer/`` (every stored PolicyPart carries the version that produced it),
-``metrics.jsonl`` (one line per update), ``node_logs/``.
+the policy node stamps into every chunk of the next step. ``--num-learners R`` runs R learner
+ranks (the collector in pipeline mode routes each its rows; they all-reduce gradients with
+torch.distributed gloo). ``--in-process`` runs the same workers, collector, buffer and
+learner in one process without ROS (the reference the DDS run is tested against).
+``--eval-episodes M`` scores the final weights on M episodes from held-out state ids.
+Outputs under the run directory: ``replay_buffer/`` (every stored PolicyPart carries the
+version that produced it), ``metrics.jsonl`` (one line per update), ``learner/`` (the
+checkpoint), ``tensorboard/``, ``learning_curve.png``, ``eval.json``, ``node_logs/``.
 """
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Optional
@@ -22,24 +30,36 @@ from . import sim_collect as sc
 DEFAULT_CONFIG = config_path('sim_train.yaml')
 DEFAULT_OUTPUT_ROOT = 'outputs/sim_train'
 TRAIN_NODES = sc.NODES + ('learner_node',)
-SHARED = ('topic_prefix', 'num_envs', 'chunk', 'action_dim', 'seed')
+SHARED = ('topic_prefix', 'num_envs', 'chunk', 'action_dim', 'seed', 'num_epochs', 'chunks_per_epoch')
 
 
-def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps: Optional[int] = None) -> dict:
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps: Optional[int] = None,
+                 num_learners: int = 1, run_id: Optional[str] = None) -> dict:
     """The nodes' effective parameters: the collection pipeline's (``apply_overrides``) plus the
-    learner's, which trains one update per step of every env node's rows."""
+    learner's, which trains one update per step of every env node's rows (of its actor rank's
+    share with ``num_learners`` > 1: the collector then runs in pipeline mode and routes them)."""
     raw = sc.load_params(config, TRAIN_NODES)
     learner = raw.pop('learner_node')
-    p = sc.apply_overrides(raw, num_env_nodes, output_dir=output_dir, steps=steps)
-    env = p['franka_env_node']
+    p = sc.apply_overrides(raw, num_env_nodes, output_dir=output_dir, steps=steps, run_id=run_id)
+    env, col = p['franka_env_node'], p['trajectory_collector_node']
+    if num_learners > 1:
+        col.update(mode='pipeline', num_actors=num_learners)
+        learner['dist_init'] = f'tcp://127.0.0.1:{_free_port()}'
     p['learner_node'] = {**learner, **{k: env[k] for k in SHARED if k in env}, 'num_env_nodes': num_env_nodes,
                          'num_updates': env.get('num_steps', 0), 'metrics_dir': output_dir,
                          'weights_dir': str(Path(output_dir) / 'weights'),
                          'checkpoint_dir': str(Path(output_dir) / 'learner'),
                          'tensorboard_dir': str(Path(output_dir) / 'tensorboard'),
-                         'gamma': p['trajectory_collector_node'].get('gamma', 0.99),
-                         'gae_lambda': p['trajectory_collector_node'].get('gae_lambda', 0.95),
-                         'auto_reset': p['trajectory_collector_node'].get('auto_reset', True)}
+                         'replay_buffer_dir': p['replay_buffer_writer_node']['output_dir'],
+                         'run_id': col['run_id'], 'num_actors': num_learners,
+                         'gamma': col.get('gamma', 0.99), 'gae_lambda': col.get('gae_lambda', 0.95),
+                         'auto_reset': col.get('auto_reset', True)}
     return p
 
 
@@ -48,13 +68,58 @@ def read_metrics(output_dir: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
+    """The training run in one process: sim_collect's in-process pipeline with the learner
+    wired to the collector's outputs and the policy worker (same seeds, same data, same
+    updates as over DDS); metrics.jsonl and the checkpoint as the learner node writes them."""
+    from ..rollout.workers import make_learner
+    pl = params['learner_node']
+    if pl.get('num_actors', 1) > 1:
+        raise ValueError('--in-process runs one learner; several learner ranks need --num-learners over ROS')
+    learner = make_learner(pl)
+    r = sc.run_inprocess(params, num_env_nodes, output_dir, learner=learner)
+    from ..core import weights as W
+    every = int(pl.get('snapshot_every', 0))
+    with open(Path(output_dir) / 'metrics.jsonl', 'a') as fh:
+        for up in r['updates']:
+            fh.write(json.dumps({'step': up.step_id, 'time': up.time, **up.metrics}) + '\n')
+            if every and up.version % every == 0:
+                W.save_file(up.state_dict, pl['weights_dir'], up.version)
+    learner.save_checkpoint(pl['checkpoint_dir'])
+    return r
+
+
+def evaluate_checkpoint(checkpoint: str | Path, params: dict, num_episodes: int) -> dict:
+    """The checkpoint's actor-critic (mean actions) on ``num_episodes`` held-out state ids."""
+    from ..rollout.evaluate import actor_critic_act, evaluate, load_actor_critic
+    pp = params['policy_node']
+    model, version = load_actor_critic(checkpoint, {**pp, 'chunk': params['franka_env_node']['chunk'],
+                                                    'action_dim': params['franka_env_node']['action_dim']})
+    res = evaluate(actor_critic_act(model), params['franka_env_node'], num_episodes, params['franka_env_node']['chunk'])
+    return {'version': version, **res}
+
+
+def _print_eval(res: dict, out: Path) -> None:
+    (out / 'eval.json').write_text(json.dumps(res, indent=1))
+    print(f"[sim_eval] v{res['version']} on {res['episodes']} held-out episodes (state ids "
+          f"{res['state_ids'][0]}..{res['state_ids'][-1]}): success {res['success_rate']:.0%}, "
+          f"return {res['mean_return']:.3f}, length {res['mean_length']:.1f}; {out / 'eval.json'}")
+
+
 def main(args) -> int:
     from .run_dir import new_run_dir
     out = Path(args.output_dir) if args.output_dir else new_run_dir(DEFAULT_OUTPUT_ROOT)
-    params = train_params(args.config, args.num_env_nodes, str(out), args.steps)
+    params = train_params(args.config, args.num_env_nodes, str(out), args.steps, args.num_learners)
     print(f'[sim_train] output: {out}', flush=True)
-    r = sc.run_ros(params, args.num_env_nodes, str(out), quiet=args.quiet,
-                   extra_nodes={'learner': ('learner_node', [])})
+    if args.in_process:
+        r = run_inprocess(params, args.num_env_nodes, str(out))
+        bad = {}
+    else:
+        learners = {f'learner_{k}' if args.num_learners > 1 else 'learner': ('learner_node', (
+            ['-r', f'__ns:=/learner_{k}', '-p', f'actor_rank:={k}'] if args.num_learners > 1 else []))
+            for k in range(args.num_learners)}
+        r = sc.run_ros(params, args.num_env_nodes, str(out), quiet=args.quiet, extra_nodes=learners)
+        bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -2)}
     metrics = read_metrics(out)
     for m in metrics:
         print(f"[sim_train] step {m['step']} -> v{m['version']:.0f}: success {m.get('success_rate', 0):.0%} "
@@ -66,8 +131,24 @@ def main(args) -> int:
         learning_curve(out, out / 'learning_curve.png')
     print(f"[sim_train] {len(metrics)} updates; replay buffer: {out / 'replay_buffer'}; metrics: "
           f"{out / 'metrics.jsonl'}, TensorBoard: {out / 'tensorboard'}, curve: {out / 'learning_curve.png'}")
-    bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -2)}
-    if bad or r['failed']:
+    if bad or r.get('failed'):
         print(f'[sim_train] FAILED nodes: {bad or r["failed"]}', file=sys.stderr)
         return 1
+    if args.eval_episodes:
+        ckpt = Path(params['learner_node']['checkpoint_dir'])
+        _print_eval(evaluate_checkpoint(ckpt / 'rank_0' if args.num_learners > 1 else ckpt, params,
+                                        args.eval_episodes), out)
+    return 0
+
+
+def eval_main(args) -> int:
+    """``run sim_eval``: score a training run's checkpoint on held-out state ids."""
+    if not args.checkpoint:
+        print('[sim_eval] --checkpoint is required (a run\'s learner/ directory or a checkpoint file)',
+              file=sys.stderr)
+        return 2
+    out = Path(args.output_dir) if args.output_dir else Path(args.checkpoint).resolve().parent
+    out.mkdir(parents=True, exist_ok=True)
+    params = train_params(args.config, 1, str(out))
+    _print_eval(evaluate_checkpoint(args.checkpoint, params, args.eval_episodes or 32), out)
     return 0

@@ -1,4 +1,5 @@
-"""A small torch actor-critic for action chunks: MLP over states, optional CNN over the main image.
+"""A small torch actor-critic for action chunks: MLPs over normalized states, optional CNN over
+the main image.
 
 Sampling is seeded per TrajectoryKey, so the same request gives the same actions in any
 process and any order: what lets the ROS pipeline be checked tensor-for-tensor against an
@@ -23,51 +24,92 @@ class ActorCritic(nn.Module):
             self.cnn = nn.Sequential(nn.Conv2d(3, 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(),
                                      nn.AdaptiveAvgPool2d(4), nn.Flatten())
             feat += 32 * 16
+        # separate actor and critic MLPs over the same inputs (as PPO for continuous control does):
+        # through a shared trunk the value loss, whose scale is the return's, swamps the policy's
         self.trunk = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+        self.critic = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
         self.mean = nn.Linear(hidden, chunk * action_dim)
         self.value = nn.Linear(hidden, 1)
         self.log_std = nn.Parameter(torch.full((chunk * action_dim,), init_log_std))
+        # running mean/variance of the states the learner trained on (buffers: they travel with the
+        # weights, so the policy node normalizes exactly as the update did); identity until then
+        self.register_buffer('obs_mean', torch.zeros(state_dim))
+        self.register_buffer('obs_var', torch.ones(state_dim))
+        self.register_buffer('obs_count', torch.zeros(()))
+        # orthogonal init (gain sqrt 2 in the MLPs, 0.01 on the action head, 1 on the value head), as
+        # PPO implementations do: the initial policy's mean action is ~0, so an untrained policy
+        # does not drift the arm to a workspace bound before it learned anything
+        for net, gain in ((self.trunk, 2 ** 0.5), (self.critic, 2 ** 0.5)):
+            for layer in net:
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, gain)
+                    nn.init.zeros_(layer.bias)
+        for layer, gain in ((self.mean, 0.01), (self.value, 1.0)):
+            nn.init.orthogonal_(layer.weight, gain)
+            nn.init.zeros_(layer.bias)
 
     @property
     def device(self) -> torch.device:
         return self.value.weight.device
 
-    def features(self, obs: dict) -> torch.Tensor:
+    def inputs(self, obs: dict) -> torch.Tensor:
+        """States, and the image features when the model sees the camera."""
         x = obs['states'].to(self.device, torch.float32)
+        x = ((x - self.obs_mean) / (self.obs_var + 1e-8).sqrt()).clamp(-10.0, 10.0)
         if self.use_images:
             img = obs['main_images'].to(self.device).permute(0, 3, 1, 2).to(torch.float32) / 255.0
             x = torch.cat([x, self.cnn(img)], dim=1)
-        return self.trunk(x)
+        return x
 
-    def dist(self, h: torch.Tensor) -> torch.distributions.Normal:
-        return torch.distributions.Normal(torch.tanh(self.mean(h)), self.log_std.exp())
+    @torch.no_grad()
+    def merge_obs_stats(self, count: float, mean: torch.Tensor, var: torch.Tensor) -> None:
+        """Fold a batch's state moments into the running ones (Chan et al.'s parallel update)."""
+        if count <= 0:
+            return
+        n0 = self.obs_count.item()
+        n = n0 + count
+        delta = mean.to(self.obs_mean) - self.obs_mean
+        m2 = self.obs_var * n0 + var.to(self.obs_var) * count + delta ** 2 * n0 * count / n
+        self.obs_mean += delta * count / n
+        self.obs_var.copy_(m2 / n)
+        self.obs_count.fill_(n)
+
+    def dist(self, x: torch.Tensor) -> torch.distributions.Normal:
+        return torch.distributions.Normal(torch.tanh(self.mean(self.trunk(x))), self.log_std.exp())
+
+    def _value(self, x: torch.Tensor) -> torch.Tensor:
+        return self.value(self.critic(x))
 
     @torch.no_grad()
     def act(self, obs: dict, generator: Optional[torch.Generator] = None,
-            actions: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            actions: Optional[torch.Tensor] = None,
+            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(actions [B, C*A] in [-1, 1], per-dim logprobs [B, C*A], values [B, 1]).
 
-        Given ``actions`` (an expert's), returns their logprobs under the policy instead.
+        Given ``actions`` (an expert's), returns their logprobs under the policy instead;
+        ``deterministic``: the distribution's mean (evaluation).
         """
-        h = self.features(obs)
-        d = self.dist(h)
-        if actions is None:  # noise drawn on the CPU: the same actions on any device
+        x = self.inputs(obs)
+        d = self.dist(x)
+        if actions is None and deterministic:
+            actions = d.mean.clamp(-1.0, 1.0)
+        elif actions is None:  # noise drawn on the CPU: the same actions on any device
             noise = torch.randn(d.mean.shape, generator=generator).to(self.device)
             actions = (d.mean + d.stddev * noise).clamp(-1.0, 1.0)
         else:
             actions = actions.to(self.device)
-        return actions.cpu(), d.log_prob(actions).cpu(), self.value(h).cpu()
+        return actions.cpu(), d.log_prob(actions).cpu(), self._value(x).cpu()
 
     def evaluate(self, obs: dict, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Differentiable (logprobs [N, C*A], entropy [N, C*A], values [N]) of given actions:
         what the PPO update needs (core/ppo.py)."""
-        h = self.features(obs)
-        d = self.dist(h)
-        return d.log_prob(actions.to(self.device)), d.entropy(), self.value(h)[..., 0]
+        x = self.inputs(obs)
+        d = self.dist(x)
+        return d.log_prob(actions.to(self.device)), d.entropy(), self._value(x)[..., 0]
 
     @torch.no_grad()
     def values(self, obs: dict) -> torch.Tensor:
-        return self.value(self.features(obs)).cpu()
+        return self._value(self.inputs(obs)).cpu()
 
     def load_weights(self, path: str) -> None:
         self.load_state_dict(torch.load(path, map_location='cpu', weights_only=True))

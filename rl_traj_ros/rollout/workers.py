@@ -172,6 +172,7 @@ class PolicyWorker:
         self.expert, self.seed, self.keep_next_obs = expert, seed, keep_next_obs
         self._versions: list[tuple[int, int, ActorCritic]] = [(0, int(model_version), model)]  # (from step, v, m)
         self._max_step = -1
+        self._first_version, self._first_step = int(model_version), None
 
     @property
     def model(self) -> ActorCritic:
@@ -195,6 +196,16 @@ class PolicyWorker:
         first = self._max_step + 1
         self._versions = (self._versions + [(first, int(version), model.eval())])[-self.KEEP_VERSIONS:]
         return first
+
+    def ready_for(self, step: int, max_version_lag: int) -> bool:
+        """Whether a request of ``step`` may be answered now: with ``max_version_lag`` >= 0 only
+        once the weights of update ``step - lag`` (counted from the first step asked) are in;
+        0 is synchronous PPO (step k+1 by update k's weights)."""
+        if max_version_lag < 0:
+            return True
+        if self._first_step is None:
+            self._first_step = step
+        return self.model_version - self._first_version >= step - self._first_step - max_version_lag
 
     def _for_step(self, step: int) -> tuple[ActorCritic, int]:
         self._max_step = max(self._max_step, step)
@@ -251,6 +262,31 @@ def make_policy_worker(pp: dict) -> PolicyWorker:
         expert = 'zero'
     return PolicyWorker(model.to(device).eval(), expert, pp['seed'], pp.get('collect_transitions', False),
                         pp.get('model_version', 0))
+
+
+PPO_PARAMS = {'epochs': 'ppo_epochs'}  # PPOConfig field -> learner node parameter, where the names differ
+
+
+def make_learner(p: dict, all_reduce: Optional[Callable[[list], None]] = None):
+    """The learner node's Learner from its parameters (the node and the in-process run share
+    it): the policy node's actor-critic at the same seed (so version 0 is the same model), PPO
+    and the step's shape. ``num_actors`` > 1: this rank's share of the rows."""
+    from ..core.learner import Learner, LearnerConfig
+    from ..core.ppo import PPOConfig
+    ranks, rank = int(p.get('num_actors', 1)), int(p.get('actor_rank', 0))
+    rows = int(p['num_envs']) * int(p.get('num_env_nodes', 1))
+    if ranks < 1 or rows % ranks or not 0 <= rank < ranks:
+        raise ValueError(f'num_actors {ranks} must divide the {rows} env rows and actor_rank {rank} be in '
+                         f'[0, {ranks})')
+    model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p.get('hidden', 128), seed=p.get('seed', 0))
+    d, c = PPOConfig(), LearnerConfig(0, 0)  # a parameter left out keeps the node's default (these)
+    ppo = PPOConfig(**{f: p.get(PPO_PARAMS.get(f, f), getattr(d, f)) for f in PPOConfig.__dataclass_fields__})
+    cfg = LearnerConfig(rows // ranks, p['action_dim'], p.get('gamma', c.gamma), p.get('gae_lambda', c.gae_lambda),
+                        p.get('advantage', c.advantage), p.get('auto_reset', c.auto_reset),
+                        p.get('max_version_lag', c.max_version_lag),
+                        p.get('num_epochs', 1) * p.get('chunks_per_epoch', 1), rank if ranks > 1 else -1,
+                        p.get('run_id', ''))
+    return Learner(model, ppo, cfg, all_reduce=all_reduce, seed=p['seed'])
 
 
 def make_plan(pc: dict) -> TrajectoryPlan:

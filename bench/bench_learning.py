@@ -1,0 +1,162 @@
+"""The loop learns: held-out success rate against wall time, the ROS 2 loop vs stable-baselines3.
+
+Task: reach the cube (``task_id`` 1: the pinch point within 2 cm, 50-step episodes, dense
+reward -distance, +1 on success), state only, every episode from its own training state id;
+scored on held-out state ids (the table's eval split) with the mean action, 20 episodes per
+snapshot, by one evaluator (``rl_traj_ros/rollout/evaluate.py``) for both.
+  - ROS: ``run sim_train --config config/sim_train_reach.yaml`` (env node 4 envs, policy node,
+    collector, writer, learner node over DDS; synchronous PPO; weights snapshot every 2
+    versions), stopped with SIGINT when the budget is spent; wall time from the command's start
+    (node start-up included);
+  - anchor, same run, same wall budget: stable-baselines3 PPO ('MlpPolicy', defaults) on the same
+    task as a gymnasium env (``GymSimFranka``), 2 envs in one process (DummyVecEnv), snapshots
+    of its policy every ``--snapshot-s`` s.
+Reported: each snapshot's held-out success, the first wall time each reaches its best, and
+both curves in a PNG (``--out``).
+
+    bash -c 'source env.sh && python bench/bench_learning.py [--budget-s 150] [--out bench_learning.png]'
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from rl_traj_ros.pipelines.sim_collect import load_params  # noqa: E402
+from rl_traj_ros.pipelines.sim_train import TRAIN_NODES  # noqa: E402
+from rl_traj_ros.rollout.evaluate import actor_critic_act, evaluate  # noqa: E402
+
+CONFIG = ROOT / 'config' / 'sim_train_reach.yaml'
+
+
+def spread(items: list, n: int) -> list:
+    """At most ``n`` items, evenly spaced, always the last."""
+    if len(items) <= n:
+        return items
+    idx = sorted({round(i * (len(items) - 1) / (n - 1)) for i in range(n)})
+    return [items[i] for i in idx]
+
+
+def run_ros(budget_s: float, out: Path, chunk: int) -> tuple[list[tuple[float, dict]], dict]:
+    t0 = time.time()
+    p = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_train', '--config', str(CONFIG),
+                          '--steps', '100000', '--output-dir', str(out), '--quiet'], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        p.wait(budget_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(120)
+    lines = [json.loads(x) for x in (out / 'metrics.jsonl').read_text().splitlines()]
+    when = {int(m['version']): m['time'] - t0 for m in lines}
+    snaps = []
+    for f in sorted((out / 'weights').glob('policy_v*.pt')):
+        v = int(f.stem.split('_v')[1])
+        if v in when and when[v] <= budget_s:
+            snaps.append((when[v], torch.load(f, weights_only=True)))
+    samples = sum(m.get('samples', 0) for m in lines if m['time'] - t0 <= budget_s)
+    return snaps, {'updates': sum(1 for m in lines if m['time'] - t0 <= budget_s), 'env_steps': samples * chunk}
+
+
+def run_sb3(budget_s: float, snapshot_s: float, seed: int = 0) -> tuple[list[tuple[float, dict]], dict, object]:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from rl_traj_ros.envs.sim_franka import GymSimFranka
+    venv = DummyVecEnv([lambda i=i: GymSimFranka(i, 2, task_id=1, max_episode_steps=50, seed=seed) for i in range(2)])
+    model = PPO('MlpPolicy', venv, seed=seed, verbose=0, device='cpu')
+    snaps: list[tuple[float, dict]] = []
+
+    class Snap(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.t0, self.next = time.time(), 0.0
+
+        def _on_step(self) -> bool:
+            t = time.time() - self.t0
+            if t >= self.next:
+                snaps.append((t, copy.deepcopy(self.model.policy.state_dict())))
+                self.next = t + snapshot_s
+            return t < budget_s
+    t0 = time.time()
+    model.learn(total_timesteps=10 ** 8, callback=Snap())
+    snaps.append((time.time() - t0, copy.deepcopy(model.policy.state_dict())))
+    steps = model.num_timesteps
+    venv.close()
+    return snaps, {'env_steps': steps}, model
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--budget-s', type=float, default=150.0)
+    ap.add_argument('--snapshot-s', type=float, default=15.0)
+    ap.add_argument('--eval-episodes', type=int, default=20)
+    ap.add_argument('--max-snapshots', type=int, default=8)
+    ap.add_argument('--out', default='bench_learning.png')
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    p = load_params(CONFIG, TRAIN_NODES)
+    env_p, pol = p['franka_env_node'], p['policy_node']
+    eval_env = {**env_p, 'num_envs': 2}
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        snaps, info = run_ros(args.budget_s, Path(tmp) / 'ros', env_p['chunk'])
+        from rl_traj_ros.policies.actor_critic import ActorCritic
+        model = ActorCritic(pol['state_dim'], env_p['action_dim'], env_p['chunk'], pol['hidden'], seed=0)
+        curve = [(0.0, 0.0)]
+        for t, sd in spread(snaps, args.max_snapshots):
+            model.load_state_dict(sd)
+            r = evaluate(actor_critic_act(model.eval()), eval_env, args.eval_episodes, env_p['chunk'])
+            curve.append((t, r['success_rate']))
+        results['ROS 2 loop (run sim_train)'] = (curve, info)
+    snaps, info, sb3 = run_sb3(args.budget_s, args.snapshot_s)
+    curve = []
+    for t, sd in spread(snaps, args.max_snapshots):
+        sb3.policy.load_state_dict(sd)
+        r = evaluate(lambda s: sb3.predict(s, deterministic=True)[0], eval_env, args.eval_episodes, 1)
+        curve.append((t, r['success_rate']))
+    results['stable-baselines3 PPO (anchor)'] = (curve, info)
+    print(f'reach the cube, held-out success ({args.eval_episodes} episodes per point) against wall time, '
+          f'budget {args.budget_s:.0f} s each, torch threads {torch.get_num_threads()}')
+    for name, (curve, info) in results.items():
+        best = max(s for _, s in curve)
+        first = min(t for t, s in curve if s == best)
+        print(f'  {name}: ' + ', '.join(f'{t:.0f}s {s:.0%}' for t, s in curve))
+        print(f'    best {best:.0%} first at {first:.0f} s; {info}')
+    plot(results, args.out)
+    print(f'curve: {args.out}')
+
+
+def plot(results: dict, out: str) -> None:
+    from PIL import Image, ImageDraw
+    w, h, pad = 640, 360, 40
+    img = Image.new('RGB', (w, h), 'white')
+    d = ImageDraw.Draw(img)
+    tmax = max(t for curve, _ in results.values() for t, _ in curve) or 1.0
+    d.rectangle([pad, 20, w - 10, h - pad], outline='black')
+    for (name, (curve, _)), color, row in zip(results.items(), ('blue', 'red'), range(2)):
+        pts = [(pad + (w - 10 - pad) * t / tmax, h - pad - (h - pad - 20) * s) for t, s in curve]
+        d.line(pts, fill=color, width=2)
+        d.text((pad + 8, 26 + 14 * row), name, fill=color)
+    d.text((4, 16), '100%', fill='gray')
+    d.text((10, h - pad - 10), '0%', fill='gray')
+    d.text((w - 90, h - pad + 6), f'{tmax:.0f} s wall', fill='gray')
+    d.text((pad, h - pad + 6), 'held-out success vs wall time', fill='gray')
+    img.save(out)
+
+
+if __name__ == '__main__':
+    np.set_printoptions(precision=3)
+    main()

@@ -1,0 +1,73 @@
+"""Held-out evaluation: a policy on the sim's evaluation state ids, no ROS, no exploration.
+
+Why its own loop: evaluation needs neither the data path nor the learner, only the env on
+state ids the learner never trained on (``state_split: eval``) and the policy's mean action;
+the same evaluator scores the package's actor-critic and the stable-baselines3 anchor
+(``bench/bench_learning.py``), so both are measured on the same states in the same way.
+Every env walks its own stride through the eval ids, so ``num_episodes`` <= the number of
+eval ids scores each id at most once.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..envs.sim_franka import sim_env_from_params
+
+Act = Callable[[np.ndarray], np.ndarray]  # states [B, state_dim] -> actions [B, C*A] in [-1, 1]
+
+
+def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int = 1) -> dict:
+    """Run ``act`` (executing ``chunk`` actions per call) on held-out state ids until
+    ``num_episodes`` episodes ended; success rate, return and length per episode."""
+    env = sim_env_from_params({**env_params, 'state_split': 'eval', 'num_env_nodes': 1}, 0)
+    try:
+        obs, _ = env.reset()
+        b = env.num_envs
+        ret, length = np.zeros(b), np.zeros(b, int)
+        episodes: list[dict] = []
+        while len(episodes) < num_episodes:
+            actions = np.asarray(act(obs['states']), np.float32).reshape(b, chunk, -1)
+            for s in range(chunk):
+                ids = list(env.state_ids)  # the episode's own id (a done env resets inside step)
+                obs, r, term, trunc, info = env.step(actions[:, s])
+                ret += r
+                length += 1
+                success = np.asarray(info['success'])
+                for i in np.nonzero(term | trunc)[0]:
+                    episodes.append({'state_id': ids[i], 'success': bool(success[i]), 'return': float(ret[i]),
+                                     'length': int(length[i])})
+                    ret[i], length[i] = 0.0, 0
+    finally:
+        env.close()
+    episodes = episodes[:num_episodes]
+    return {'episodes': len(episodes), 'success_rate': float(np.mean([e['success'] for e in episodes])),
+            'mean_return': float(np.mean([e['return'] for e in episodes])),
+            'mean_length': float(np.mean([e['length'] for e in episodes])),
+            'state_ids': sorted({e['state_id'] for e in episodes}), 'per_episode': episodes}
+
+
+def actor_critic_act(model) -> Act:
+    """The package's actor-critic as an evaluator policy: its mean action chunk."""
+    def act(states: np.ndarray) -> np.ndarray:
+        actions, _, _ = model.act({'states': torch.from_numpy(np.asarray(states, np.float32))}, deterministic=True)
+        return actions.numpy()
+    return act
+
+
+def load_actor_critic(path: str | Path, p: dict):
+    """An ActorCritic of the policy node's shape ``p`` with the weights of ``path``: a learner
+    checkpoint (``learner_checkpoint.pt`` or its directory) or a plain state_dict file; loaded
+    with ``weights_only=True`` (no code runs from the file)."""
+    from ..core.learner import CHECKPOINT
+    from ..policies.actor_critic import ActorCritic
+    path = Path(path)
+    if path.is_dir():
+        path = path / CHECKPOINT
+    state = torch.load(path, map_location='cpu', weights_only=True)
+    model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], seed=p.get('seed', 0))
+    model.load_state_dict(state['model'] if 'model' in state and isinstance(state['model'], dict) else state)
+    return model.eval(), int(state.get('version', 0))
