@@ -1,6 +1,7 @@
 """Sim training: the sim collection nodes plus the learner node (PPO), closing the loop.
 
     ros2 launch rl_traj_ros sim_train.launch.py steps:=20 num_env_nodes:=1 output_dir:=/data/train1
+    ros2 launch rl_traj_ros sim_train.launch.py config:=<share>/config/sim_train_reach.yaml num_learners:=2
 
 Same nodes and the same config/sim_train.yaml as `python -m rl_traj_ros.cli run sim_train`; ends
 by itself: exit 0 once the env nodes and the learner are done and the writer stored everything,
@@ -19,6 +20,8 @@ ARGS = {
                'params file of every node'),
     'num_env_nodes': ('1', 'env nodes (env_rank 0..N-1), each in namespace env_<rank>'),
     'steps': ('', "training steps = PPO updates (empty: the YAML's num_steps)"),
+    'num_learners': ('1', 'learner ranks (namespace learner_<rank>; the collector routes each its rows, '
+                          'gradients all-reduced with torch.distributed gloo)'),
     'output_dir': ('', 'replay buffer, metrics, TensorBoard, checkpoint go here '
                        '(default: outputs/sim_train/<timestamp>/, new every run)'),
 }
@@ -33,16 +36,19 @@ def _nodes(context):
         from rl_traj_ros.pipelines.run_dir import new_run_dir
         arg['output_dir'] = str(new_run_dir(DEFAULT_OUTPUT_ROOT))
     n_env = int(arg['num_env_nodes'])
-    params = train_params(arg['config'], n_env, arg['output_dir'], int(arg['steps']) if arg['steps'] else None)
+    ranks = int(arg['num_learners'])
+    params = train_params(arg['config'], n_env, arg['output_dir'], int(arg['steps']) if arg['steps'] else None,
+                          ranks)
     services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
                 for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]
-    learner = Node(package='rl_traj_ros', executable='learner_node', name='learner_node',
-                   parameters=[params['learner_node']], output='screen')
+    learners = [Node(package='rl_traj_ros', executable='learner_node', name='learner_node',
+                     **({'namespace': f'learner_{k}'} if ranks > 1 else {}),
+                     parameters=[{**params['learner_node'], 'actor_rank': k}], output='screen') for k in range(ranks)]
     envs = [Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace=f'env_{rank}',
                  parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen')
             for rank in range(n_env)]
-    # the job is done when the env nodes and the learner (after its last update) exited 0
-    return services + [learner] + envs + supervise(envs + [learner], services)
+    # the job is done when the env nodes and the learners (after their last update) exited 0
+    return services + learners + envs + supervise(envs + learners, services)
 
 
 def generate_launch_description():

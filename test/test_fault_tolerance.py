@@ -170,6 +170,9 @@ def _multi_host(tmp_path, mode, seconds, steps):
         pytest.skip('needs nftables (apt-get install nftables; .ci/run installs it)')
     env = {k: v for k, v in os.environ.items() if k != 'ROS_AUTOMATIC_DISCOVERY_RANGE'}
     env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'SUBNET'  # LOCALHOST would keep DDS off the veth links
+    if mode == 'loss':  # what the README tells users on a lossy link: 100 ms heartbeats instead of 3 s
+        env['FASTDDS_DEFAULT_PROFILES_FILE'] = str(Path(__file__).resolve().parents[1] / 'config'
+                                                   / 'fastdds_lossy_link.xml')
     with netns.Hosts(['env', 'trainer', 'store']) as hosts:
         if mode == 'loss':
             for h in ('env', 'trainer', 'store'):

@@ -86,3 +86,22 @@ def test_the_main_jobs_episodes_are_all_distinct(tmp_path):
         states, ep = np.array(t['observation.state'].to_pylist()), np.array(t['episode_index'])
         episodes += [states[ep == e].tobytes() for e in np.unique(ep)]
     assert len(episodes) >= 12 and len(set(episodes)) == len(episodes)
+
+
+def test_the_reach_task_as_a_gymnasium_env_passes_stable_baselines3s_checker():
+    """GymSimFranka, the benchmark anchor's env: the same task and state ids as the env node."""
+    from stable_baselines3.common.env_checker import check_env
+
+    from rl_traj_ros.envs.sim_franka import GymSimFranka
+    env = GymSimFranka(env_index=1, total_envs=2, task_id=1, max_episode_steps=5)
+    try:
+        check_env(env, warn=True)
+        env.reset()
+        assert env.vec.state_ids[0] % 2 == 1  # env 1 of 2 walks the odd training ids
+        steps, done = 0, False
+        while not done:
+            _, r, term, trunc, info = env.step(np.zeros(7, np.float32))
+            steps, done = steps + 1, term or trunc
+        assert trunc and not term and steps == 5 and r < 0 and not info['is_success']  # held still: cut at 5
+    finally:
+        env.close()

@@ -29,6 +29,7 @@ import torch
 from .trajectory import Trajectory, chunk_ends, chunk_starts, compute_gae, masked_normalize
 
 ADVANTAGES = ('gae', 'reinforce++')
+METRICS = ('policy_loss', 'value_loss', 'entropy', 'approx_kl', 'clip_fraction', 'grad_norm')  # per update
 
 
 def flatten_trajectories(data: dict[str, torch.Tensor], batch_size: int, num_steps: int) -> dict[str, torch.Tensor]:
@@ -142,10 +143,12 @@ def policy_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torc
     ratio = log_ratio.exp()
     adv = advantages.unsqueeze(-1)
     surrogate = torch.maximum(-adv * ratio, -adv * ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio))
+    m = mask.to(surrogate.dtype)
+    denom = m.sum().clamp_min(1.0)  # one mask conversion for the loss and both statistics
     with torch.no_grad():
-        stats = {'clip_fraction': masked_mean(((ratio - 1.0).abs() > clip_ratio).float(), mask),
-                 'approx_kl': masked_mean((ratio - 1.0) - log_ratio, mask)}
-    return masked_mean(surrogate, mask), stats
+        stats = {'clip_fraction': (((ratio - 1.0).abs() > clip_ratio) * m).sum() / denom,
+                 'approx_kl': (((ratio - 1.0) - log_ratio) * m).sum() / denom}
+    return (surrogate * m).sum() / denom, stats
 
 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, row_mask: torch.Tensor,
@@ -186,7 +189,8 @@ class PPOUpdater:
     def __init__(self, params: list, evaluate: Callable, cfg: PPOConfig,
                  all_reduce: Optional[Callable[[list], None]] = None, seed: int = 0):
         self.params, self.evaluate, self.cfg, self.all_reduce = list(params), evaluate, cfg, all_reduce
-        self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr)
+        # foreach: one fused kernel per step over all parameters (the default on CPU loops per tensor)
+        self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr, foreach=True)
         self.generator = torch.Generator().manual_seed(seed)
 
     def _mean_over_ranks(self, x: float) -> float:
@@ -208,11 +212,11 @@ class PPOUpdater:
         if cfg.normalize_advantages:
             adv = masked_normalize(adv, row_mask)
         n = adv.shape[0]
-        sums: dict[str, float] = {}
+        total = torch.zeros(len(METRICS))  # summed per minibatch as one tensor: no host sync per step
         count, epochs_run, stopped = 0, 0, False
         for _ in range(cfg.epochs):
             order = torch.randperm(n, generator=self.generator)
-            kls = []
+            epoch = torch.zeros(len(METRICS))
             for start in range(0, n, cfg.minibatch_size):
                 idx = order[start:start + cfg.minibatch_size]
                 obs = {k: v[idx] for k, v in batch['obs'].items()}
@@ -228,19 +232,18 @@ class PPOUpdater:
                     self.all_reduce(self.params)
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
-                for k, v in (('policy_loss', pg), ('value_loss', vl), ('entropy', entropy),
-                             ('approx_kl', stats['approx_kl']), ('clip_fraction', stats['clip_fraction']),
-                             ('grad_norm', grad_norm)):
-                    sums[k] = sums.get(k, 0.0) + float(v.detach())
+                epoch += torch.stack([pg.detach(), vl.detach(), entropy.detach(), stats['approx_kl'],
+                                      stats['clip_fraction'], grad_norm.detach()])
                 count += 1
-                kls.append(float(stats['approx_kl']))
             epochs_run += 1
-            if cfg.target_kl > 0 and self._mean_over_ranks(sum(kls) / len(kls)) > 1.5 * cfg.target_kl:
+            total += epoch
+            kl = float(epoch[METRICS.index('approx_kl')]) / max(-(-n // cfg.minibatch_size), 1)
+            if cfg.target_kl > 0 and self._mean_over_ranks(kl) > 1.5 * cfg.target_kl:
                 stopped = True
                 break
         with torch.no_grad():
             _, _, values = self.evaluate(batch['obs'], batch['actions'])
-        metrics = {k: v / max(count, 1) for k, v in sums.items()}
+        metrics = {k: float(v) / max(count, 1) for k, v in zip(METRICS, total)}
         metrics.update(explained_variance=explained_variance(values[row_mask], batch['returns'][row_mask]),
                        epochs=float(epochs_run), kl_early_stop=float(stopped),
                        samples_per_s=n * epochs_run / max(time.perf_counter() - t0, 1e-9))
