@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--eval-episodes', type=int, default=0,
                      help='sim_train: score the final weights on this many held-out episodes; sim_eval: how many')
     run.add_argument('--checkpoint', default=None, help="sim_eval: a run's learner/ directory or checkpoint file")
+    run.add_argument('--warm-start', default=None,
+                     help='sim_train: behaviour-clone the actor on the LeRobot datasets under this directory first')
     run.add_argument('--quiet', action='store_true')
     sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
     sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)

@@ -185,9 +185,9 @@ def test_sim_train_launch_trains_and_ends_by_itself(tmp_path):
     assert learner['tensorboard_dir'] == str(tmp_path / 'eval' / 'tensorboard')
     assert got[('<node_namespace_unspecified>', 'policy_node')]['max_version_lag'] == 0
     ranks = evaluate('sim_train.launch.py', output_dir=tmp_path / 'eval2', steps=2, num_env_nodes=2, num_learners=2)
-    assert [ranks[(f'learner_{k}', 'learner_node')]['actor_rank'] for k in (0, 1)] == [0, 1]
+    assert [ranks[(f'/learner_{k}', 'learner_node')]['actor_rank'] for k in (0, 1)] == [0, 1]
     assert ranks[('<node_namespace_unspecified>', 'trajectory_collector_node')]['num_actors'] == 2
-    assert ranks[('learner_0', 'learner_node')]['dist_init'] == ranks[('learner_1', 'learner_node')]['dist_init']
+    assert ranks[('/learner_0', 'learner_node')]['dist_init'] == ranks[('/learner_1', 'learner_node')]['dist_init']
     out = tmp_path / 'run'
     rc, log = launch('sim_train.launch.py', tmp_path, f'output_dir:={out}', 'steps:=2')
     assert rc == 0, log[-3000:]

@@ -162,6 +162,13 @@ def test_new_weights_apply_from_the_next_step_with_their_version_stamped():
     assert w.infer(req(0, 2, env_rank=1))[0].model_version == 0  # an env node still finishing step 0
     with pytest.raises(ValueError, match='not newer'):
         w.set_weights(new, 1)
+    # synchronous gating counts from the weights that answer the first request: a resumed learner's
+    # version 5 answers step 0, and step 1 waits for version 6 (not for a version >= 1)
+    late = fresh()
+    late.set_weights(new, 5)
+    assert late.ready_for(0, 0) and not late.ready_for(1, 0) and late.ready_for(1, 1)
+    late.set_weights({k: v + 0.1 for k, v in new.items()}, 6)
+    assert late.ready_for(1, 0) and not late.ready_for(2, 0)
     with pytest.raises(ValueError, match='do not fit'):
         w.set_weights({**new, 'value.weight': torch.zeros(1, 3)}, 2)
 
@@ -271,3 +278,49 @@ def test_learner_trains_the_same_update_whatever_order_the_rows_arrive_and_only_
     for ident in (other_rank, other_run):
         assert rank1.offer(dc_replace(mine, identity=ident)) is None
     assert rank1.counters['not_ours'] == 2 and rank1.pending_steps == []
+
+
+def test_behavior_clone_fits_demo_chunks_read_from_a_lerobot_dataset(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rl_traj_ros.core.demos import demo_chunks, find_datasets, read_episodes
+    from rl_traj_ros.core.ppo import behavior_clone
+    g = np.random.default_rng(0)
+    for name, (sk, ak) in {'a': ('observation.state', 'action'), 'b': ('state', 'actions')}.items():  # both namings
+        root = tmp_path / 'collected' / name
+        (root / 'meta').mkdir(parents=True)
+        (root / 'meta' / 'info.json').write_text('{}')
+        (root / 'data' / 'chunk-000').mkdir(parents=True)
+        s = g.normal(size=(30, 4)).astype(np.float32)
+        a = np.tanh(s[:, :2] * 0.5).astype(np.float32)  # a smooth function of the state
+        pq.write_table(pa.table({sk: list(s), ak: list(a), 'episode_index': [0] * 10 + [1] * 20}),
+                       root / 'data' / 'chunk-000' / 'file-000.parquet')
+    assert [p.name for p in find_datasets(tmp_path / 'collected')] == ['a', 'b']
+    episodes = read_episodes(tmp_path / 'collected')
+    assert [len(e[0]) for e in episodes] == [10, 20, 10, 20]
+    states, chunks = demo_chunks(episodes, chunk=3)
+    assert states.shape == (60, 4) and chunks.shape == (60, 6)
+    last = episodes[0][1]
+    assert np.array_equal(chunks[9], np.concatenate([last[9], last[9], last[9]]))  # the episode's end repeats
+    states, chunks = demo_chunks(episodes, chunk=1)  # random states: later actions are not predictable from s_t
+    model = ActorCritic(4, 2, 1, hidden=32, seed=0)
+    m = behavior_clone(model, torch.from_numpy(states), torch.from_numpy(chunks), epochs=200, minibatch_size=32)
+    assert m['bc_mse_after'] < 0.2 * m['bc_mse_before'], m
+    assert model.obs_count.item() == 60 and torch.allclose(model.obs_mean, torch.from_numpy(states).mean(0), atol=1e-5)
+    assert m['bc_std_mean'] == pytest.approx(float(model.log_std.detach().exp().mean())) and m['bc_std_mean'] < 0.3
+
+
+def test_critic_warmup_updates_leave_the_actor_unchanged():
+    from rl_traj_ros.core.learner import Learner, LearnerConfig
+    lrn = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4, critic_warmup=1),
+                  LearnerConfig(rows_per_step=2, action_dim=7), seed=0)
+    actor = {k: v.clone() for k, v in lrn.model.state_dict().items() if k.startswith(('trunk', 'mean', 'log_std'))}
+    first = lrn.offer(_step_trajectory(0, 1))
+    assert first.metrics['critic_warmup'] == 1.0
+    assert all(torch.equal(first.state_dict[k], v) for k, v in actor.items())  # the policy did not move
+    assert not torch.equal(first.state_dict['value.weight'], ActorCritic(21, 7, 4, hidden=16, seed=0).value.weight)
+    second = lrn.offer(_step_trajectory(1, 2))
+    assert second.metrics['critic_warmup'] == 0.0
+    assert not all(torch.equal(second.state_dict[k], v) for k, v in actor.items())  # now PPO moves it

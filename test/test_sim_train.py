@@ -93,6 +93,13 @@ def test_the_same_run_in_process_ends_with_the_same_weights_and_versions(dds_run
     out = _cli('sim_eval', '--checkpoint', str(tmp_path / 'learner'), '--eval-episodes', '4')
     ev = json.loads((tmp_path / 'eval.json').read_text())
     assert 'held-out' in out and ev['version'] == 3 and ev['episodes'] == 4
+    # a second run into the same directory continues: steps 3, 4 by versions 3, 4 (still synchronous)
+    _cli('sim_train', '--steps', '2', '--output-dir', str(tmp_path), '--in-process')
+    lines = [json.loads(x) for x in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
+    assert [(m['step'], m['version']) for m in lines] == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    more = _stored_by_step(tmp_path)
+    assert sorted(more) == [(s, 0) for s in range(5)]
+    assert [more[(s, 0)]['versions'].unique().tolist() for s in (3, 4)] == [[3], [4]]
 
 
 def _learner(run, ckpt, topic_prefix='/catch_up_test'):
@@ -164,3 +171,17 @@ def test_asynchronous_mode_with_a_bounded_lag_and_reinforce_pp(tmp_path):
     assert [m['version_lag_max'] for m in lines] == [0, 1, 1, 1]
     ckpt = torch.load(tmp_path / 'run' / 'learner' / 'learner_checkpoint.pt', weights_only=True)
     assert ckpt['counters']['stale_rows_dropped'] == 0  # the policy node never ran further behind than the lag
+
+
+def test_warm_start_clones_the_pipelines_expert_demos_then_ppo_continues(tmp_path):
+    """The main job's LeRobot episodes (expert) -> behaviour cloning -> version 1, then PPO
+    updates from version 2 on; over DDS the learner node announces the clone before step 0."""
+    _cli('sim_collect', '--in-process', '--no-images', '--episodes', '4', '--output-dir', str(tmp_path / 'demos'))
+    demos = tmp_path / 'demos' / 'collected_data'
+    _cli('sim_train', '--steps', '2', '--output-dir', str(tmp_path / 'run'), '--warm-start', str(demos))
+    ws = json.loads((tmp_path / 'run' / 'warm_start.json').read_text())
+    assert ws['version'] == 1 and ws['bc_episodes'] >= 4 and ws['bc_mse_after'] < 0.5 * ws['bc_mse_before']
+    lines = [json.loads(x) for x in (tmp_path / 'run' / 'metrics.jsonl').read_text().splitlines()]
+    assert [(m['step'], m['version']) for m in lines] == [(0, 2), (1, 3)]
+    stored = _stored_by_step(tmp_path / 'run')
+    assert [stored[(s, 0)]['versions'].unique().tolist() for s in (0, 1)] == [[1], [2]]  # step 0 by the clone

@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 
 from .delivery import TrajectoryId
-from .ppo import PPOConfig, PPOUpdater, training_batch
+from .ppo import PPOConfig, PPOUpdater, behavior_clone, training_batch
 from .storage import atomic_write
 from .trajectory import Trajectory, chunk_ends
 
@@ -120,7 +120,9 @@ class Learner:
             self.counters['stale_rows_dropped'] += int(stale.sum())
             batch['response_mask'] = batch['response_mask'] & ~stale.unsqueeze(-1)
         self._update_obs_stats(batch)
-        metrics = self.updater.update(batch)
+        warming = self.counters['updates'] < self.updater.cfg.critic_warmup
+        metrics = self.updater.update(batch, actor=not warming)
+        metrics['critic_warmup'] = float(warming)
         self.version += 1
         self._trained.add(step)
         self.counters['updates'] += 1
@@ -166,6 +168,27 @@ class Learner:
             steps += t.rewards.numel()
         return {'episodes': float(ended), 'success_rate': succeeded / ended if ended else 0.0,
                 'reward_per_step': reward_sum / max(steps, 1)}
+
+    def warm_start(self, states: torch.Tensor, action_chunks: torch.Tensor, epochs: int = 100) -> Update:
+        """Behaviour-clone the actor on demonstrations (``ppo.behavior_clone``) before any update:
+        the clone is the next model version, announced like an update (no step is trained)."""
+        if self._trained:
+            raise ValueError('warm start only before the first update')
+        seed = int(self.updater.generator.initial_seed())
+        metrics = behavior_clone(self.model, states, action_chunks, epochs, seed=seed)
+        self.version += 1
+        return Update(-1, self.version, {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+                      metrics)
+
+    def warm_start_from(self, dataset_root: str | Path, epochs: int = 100) -> Update:
+        """``warm_start`` on every episode of the LeRobot datasets under ``dataset_root``, cut
+        into the model's action chunks (``core/demos.py``)."""
+        from .demos import demo_chunks, read_episodes
+        episodes = read_episodes(dataset_root)
+        states, chunks = demo_chunks(episodes, self.model.chunk)
+        up = self.warm_start(torch.from_numpy(states), torch.from_numpy(chunks), epochs)
+        up.metrics['bc_episodes'] = float(len(episodes))
+        return up
 
     # -- checkpoints -------------------------------------------------------------------------------
     def save_checkpoint(self, directory: str | Path) -> Path:

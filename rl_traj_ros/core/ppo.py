@@ -126,6 +126,7 @@ class PPOConfig:
     minibatch_size: int = 64
     max_grad_norm: float = 0.5
     target_kl: float = 0.0           # > 0: stop the epochs once approx KL exceeds 1.5x this
+    critic_warmup: int = 0           # the first N updates train the critic only
     lr: float = 3e-4
     normalize_advantages: bool = True
 
@@ -203,7 +204,9 @@ class PPOUpdater:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return float(t) / dist.get_world_size()
 
-    def update(self, batch: dict[str, Any]) -> dict[str, float]:
+    def update(self, batch: dict[str, Any], actor: bool = True) -> dict[str, float]:
+        """``actor=False``: a critic-only update (value loss alone; the policy is unchanged), for a
+        critic warm-up before PPO moves a warm-started actor."""
         cfg = self.cfg
         t0 = time.perf_counter()
         mask = batch['response_mask'].to(torch.bool)
@@ -225,7 +228,7 @@ class PPOUpdater:
                 vl = value_loss(values, batch['old_values'][idx], batch['returns'][idx], row_mask[idx],
                                 cfg.value_clip)
                 entropy = masked_mean(ent, mask[idx])
-                loss = pg + cfg.value_coef * vl - cfg.entropy_coef * entropy
+                loss = (pg - cfg.entropy_coef * entropy if actor else 0.0) + cfg.value_coef * vl
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.all_reduce is not None:
@@ -248,3 +251,38 @@ class PPOUpdater:
                        epochs=float(epochs_run), kl_early_stop=float(stopped),
                        samples_per_s=n * epochs_run / max(time.perf_counter() - t0, 1e-9))
         return metrics
+
+
+def behavior_clone(model, states: torch.Tensor, actions: torch.Tensor, epochs: int = 100, minibatch_size: int = 256,
+                   lr: float = 1e-3, seed: int = 0, min_std: float = 0.005) -> dict[str, float]:
+    """Warm start: fit the actor's mean action chunk to demonstrated ones (MSE over minibatches,
+    Adam), after folding the demo states into the model's normalizer; then set the policy's
+    std per action entry to the remaining error (at least ``min_std``), so PPO explores about as
+    far as the clone is off. The critic is left to PPO. Returns the MSE before and after."""
+    if states.shape[0] != actions.shape[0] or not states.shape[0]:
+        raise ValueError(f'need as many demo states as action chunks, got {states.shape[0]} and {actions.shape[0]}')
+    x, y = states.to(torch.float32), actions.to(torch.float32)
+    if hasattr(model, 'merge_obs_stats'):
+        model.merge_obs_stats(float(x.shape[0]), x.mean(0), x.var(0, unbiased=False))
+    params = [p for n, p in model.named_parameters() if not n.startswith(('critic', 'value', 'log_std'))]
+    opt = torch.optim.Adam(params, lr=lr, foreach=True)
+    g = torch.Generator().manual_seed(seed)
+
+    def mean_of(obs: torch.Tensor) -> torch.Tensor:
+        return model.dist(model.inputs({'states': obs})).mean
+
+    with torch.no_grad():
+        before = float(((mean_of(x) - y) ** 2).mean())
+    for _ in range(epochs):
+        order = torch.randperm(x.shape[0], generator=g)
+        for start in range(0, x.shape[0], minibatch_size):
+            idx = order[start:start + minibatch_size]
+            loss = ((mean_of(x[idx]) - y[idx]) ** 2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        err = mean_of(x) - y
+        model.log_std.copy_(err.pow(2).mean(0).sqrt().clamp_min(min_std).log())
+    return {'bc_mse_before': before, 'bc_mse_after': float(err.pow(2).mean()), 'bc_samples': float(x.shape[0]),
+            'bc_std_mean': float(model.log_std.detach().exp().mean())}

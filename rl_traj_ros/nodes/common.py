@@ -51,6 +51,7 @@ RANGES: dict[str, tuple[float, float]] = {
     'max_grad_norm': (0.0, 1e6), 'target_kl': (0.0, 10.0), 'num_updates': (0, 1 << 40),
     'inline_max_bytes': (0, 1 << 31), 'rate_hz': (1.0, 10000.0), 'latch_s': (0.0, 60.0),
     'task_id': (0, 1), 'actor_rank': (0, 4095), 'catch_up_period_s': (0.05, 3600.0), 'snapshot_every': (0, 1 << 30),
+    'warm_start_epochs': (0, 100000), 'critic_warmup': (0, 1 << 30),
 }
 
 

@@ -68,6 +68,8 @@ class LearnerNode(Node):
             'max_grad_norm': (PPO.max_grad_norm, 'gradient clipping'),
             'target_kl': (PPO.target_kl, 'stop an update\'s epochs once approx KL > 1.5x this (0 = off)'),
             'normalize_advantages': (PPO.normalize_advantages, 'whiten the advantages of each update'),
+            'critic_warmup': (PPO.critic_warmup, 'the first N updates train the critic only (a warm-started actor '
+                                                 'waits for a critic that knows its returns)'),
             'inline_max_bytes': (8 << 20, 'weights up to this size travel in the message; larger as a file'),
             'weights_dir': ('', 'where larger weights are written (shared with the policy node)'),
             'metrics_dir': ('', 'metrics.jsonl goes here (empty: not written)'),
@@ -78,6 +80,9 @@ class LearnerNode(Node):
             'tensorboard_dir': ('', 'TensorBoard event files (SummaryWriter) go here (empty: none)'),
             'snapshot_every': (0, 'also keep the weights of every N-th version as weights_dir/policy_v<N>.pt '
                                   '(learning curves against held-out evaluation; 0 = off)'),
+            'warm_start_dataset': ('', 'behaviour-clone the actor on the LeRobot datasets under this directory before '
+                                       'the first update (a fresh learner only); the clone goes out as version 1'),
+            'warm_start_epochs': (100, 'epochs of behaviour cloning'),
             'num_epochs': (1, 'E: epochs per step (with chunks_per_epoch: the chunks a step\'s rows hold)'),
             'chunks_per_epoch': (1, 'L: chunks per epoch'),
             'run_id': ('', "train only on this run's trajectories (empty: any run's)"),
@@ -117,8 +122,20 @@ class LearnerNode(Node):
             from torch.utils.tensorboard import SummaryWriter
             self.tb = SummaryWriter(p['tensorboard_dir'])
         self.finished = False
+        if p['warm_start_dataset'] and self.learner.version == 0 and not self.learner.counters['updates']:
+            up = self.learner.warm_start_from(p['warm_start_dataset'], p['warm_start_epochs'])  # same on every rank
+            if p['checkpoint_dir']:
+                self.learner.save_checkpoint(p['checkpoint_dir'])
+            if self.rank0 and p['metrics_dir']:
+                Path(p['metrics_dir']).mkdir(parents=True, exist_ok=True)
+                (Path(p['metrics_dir']) / 'warm_start.json').write_text(
+                    json.dumps({'version': up.version, 'time': up.time, **up.metrics}))
+            if self.rank0 and p['snapshot_every'] and p['weights_dir']:
+                W.save_file(up.state_dict, p['weights_dir'], up.version)
+            self.get_logger().info(f"warm start from {p['warm_start_dataset']}: v{up.version}, " + ', '.join(
+                f'{k} {v:.4g}' for k, v in up.metrics.items()))
         # announce itself: the policy node (max_version_lag >= 0) answers nothing before the learner is
-        # subscribed, and a resumed learner's version reaches it at once (TRANSIENT_LOCAL)
+        # subscribed, and a resumed (or warm-started) learner's version reaches it at once (TRANSIENT_LOCAL)
         if self.rank0:
             self._publish_weights(self.learner.model.state_dict(), self.learner.version)
         self.get_logger().info(f"learner ready: {cfg.rows_per_step} rows per step, advantage {p['advantage']}, "

@@ -110,6 +110,8 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
         envs.append(env)
         workers.append(EnvWorker(cfg, env))
     lag = int(params['policy_node'].get('max_version_lag', -1)) if learner is not None else -1
+    if learner is not None and learner.version > policy.model_version:  # a resumed learner's announcement
+        policy.set_weights(learner.model.state_dict(), learner.version)
     updates: list = []
     t_data = 0.0
 

@@ -1,7 +1,8 @@
 """Sim training: the sim collection pipeline plus learner node(s) closing the loop (PPO).
 
     python -m rl_traj_ros.cli run sim_train [--steps N --num-env-nodes K --num-learners R
-                                             --eval-episodes M --in-process --output-dir D]
+                                             --eval-episodes M --warm-start DATASETS
+                                             --in-process --output-dir D]
     python -m rl_traj_ros.cli run sim_eval --checkpoint D/learner [--eval-episodes M]
 
 Env node(s) -> policy node (the actor-critic, ``max_version_lag`` 0: each step waits for the
@@ -11,7 +12,9 @@ the policy node stamps into every chunk of the next step. ``--num-learners R`` r
 ranks (the collector in pipeline mode routes each its rows; they all-reduce gradients with
 torch.distributed gloo). ``--in-process`` runs the same workers, collector, buffer and
 learner in one process without ROS (the reference the DDS run is tested against).
-``--eval-episodes M`` scores the final weights on M episodes from held-out state ids.
+``--eval-episodes M`` scores the final weights on M episodes from held-out state ids;
+``--warm-start DIR`` behaviour-clones the actor on the LeRobot datasets under DIR (e.g. the
+main job's ``collected_data/``) before the first update.
 Outputs under the run directory: ``replay_buffer/`` (every stored PolicyPart carries the
 version that produced it), ``metrics.jsonl`` (one line per update), ``learner/`` (the
 checkpoint), ``tensorboard/``, ``learning_curve.png``, ``eval.json``, ``node_logs/``.
@@ -39,20 +42,40 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def resume_point(output_dir: str | Path) -> tuple[int, int]:
+    """(next step id, updates so far) of a run directory whose learner checkpointed: a new
+    ``run sim_train`` into it continues training there (versions and steps go on) instead of
+    rolling out steps the checkpoint already trained on; (0, 0) for a new directory."""
+    import torch
+
+    from ..core.learner import CHECKPOINT
+    learner = Path(output_dir) / 'learner'
+    for path in (learner / CHECKPOINT, learner / 'rank_0' / CHECKPOINT):
+        if path.exists():
+            state = torch.load(path, map_location='cpu', weights_only=True)
+            steps = [int(x) for x in state['trained_steps']]
+            return (max(steps) + 1 if steps else 0), int(state['counters'].get('updates', 0))
+    return 0, 0
+
+
 def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps: Optional[int] = None,
-                 num_learners: int = 1, run_id: Optional[str] = None) -> dict:
+                 num_learners: int = 1, run_id: Optional[str] = None, warm_start: Optional[str] = None) -> dict:
     """The nodes' effective parameters: the collection pipeline's (``apply_overrides``) plus the
     learner's, which trains one update per step of every env node's rows (of its actor rank's
-    share with ``num_learners`` > 1: the collector then runs in pipeline mode and routes them)."""
+    share with ``num_learners`` > 1: the collector then runs in pipeline mode and routes them).
+    Into a directory with a learner checkpoint the run continues from it (``resume_point``)."""
     raw = sc.load_params(config, TRAIN_NODES)
     learner = raw.pop('learner_node')
     p = sc.apply_overrides(raw, num_env_nodes, output_dir=output_dir, steps=steps, run_id=run_id)
     env, col = p['franka_env_node'], p['trajectory_collector_node']
+    first_step, done_updates = resume_point(output_dir)
+    env['start_step'] = first_step
     if num_learners > 1:
         col.update(mode='pipeline', num_actors=num_learners)
         learner['dist_init'] = f'tcp://127.0.0.1:{_free_port()}'
     p['learner_node'] = {**learner, **{k: env[k] for k in SHARED if k in env}, 'num_env_nodes': num_env_nodes,
-                         'num_updates': env.get('num_steps', 0), 'metrics_dir': output_dir,
+                         'num_updates': done_updates + env['num_steps'] if env.get('num_steps') else 0,
+                         'metrics_dir': output_dir,
                          'weights_dir': str(Path(output_dir) / 'weights'),
                          'checkpoint_dir': str(Path(output_dir) / 'learner'),
                          'tensorboard_dir': str(Path(output_dir) / 'tensorboard'),
@@ -60,6 +83,8 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
                          'run_id': col['run_id'], 'num_actors': num_learners,
                          'gamma': col.get('gamma', 0.99), 'gae_lambda': col.get('gae_lambda', 0.95),
                          'auto_reset': col.get('auto_reset', True)}
+    if warm_start:
+        p['learner_node']['warm_start_dataset'] = str(warm_start)
     return p
 
 
@@ -77,6 +102,13 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
     if pl.get('num_actors', 1) > 1:
         raise ValueError('--in-process runs one learner; several learner ranks need --num-learners over ROS')
     learner = make_learner(pl)
+    if pl.get('resume', True):
+        learner.load_checkpoint(pl['checkpoint_dir'])  # as the learner node does on start
+    if pl.get('warm_start_dataset') and learner.version == 0:
+        up = learner.warm_start_from(pl['warm_start_dataset'], int(pl.get('warm_start_epochs', 100)))
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(output_dir) / 'warm_start.json').write_text(json.dumps({'version': up.version, 'time': up.time,
+                                                                      **up.metrics}))
     r = sc.run_inprocess(params, num_env_nodes, output_dir, learner=learner)
     from ..core import weights as W
     every = int(pl.get('snapshot_every', 0))
@@ -109,7 +141,8 @@ def _print_eval(res: dict, out: Path) -> None:
 def main(args) -> int:
     from .run_dir import new_run_dir
     out = Path(args.output_dir) if args.output_dir else new_run_dir(DEFAULT_OUTPUT_ROOT)
-    params = train_params(args.config, args.num_env_nodes, str(out), args.steps, args.num_learners)
+    params = train_params(args.config, args.num_env_nodes, str(out), args.steps, args.num_learners,
+                          warm_start=args.warm_start)
     print(f'[sim_train] output: {out}', flush=True)
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))

@@ -172,7 +172,7 @@ class PolicyWorker:
         self.expert, self.seed, self.keep_next_obs = expert, seed, keep_next_obs
         self._versions: list[tuple[int, int, ActorCritic]] = [(0, int(model_version), model)]  # (from step, v, m)
         self._max_step = -1
-        self._first_version, self._first_step = int(model_version), None
+        self._first_version, self._first_step = int(model_version), None  # latched by the first ready_for
 
     @property
     def model(self) -> ActorCritic:
@@ -203,8 +203,8 @@ class PolicyWorker:
         0 is synchronous PPO (step k+1 by update k's weights)."""
         if max_version_lag < 0:
             return True
-        if self._first_step is None:
-            self._first_step = step
+        if self._first_step is None:  # counted from the weights that answer the first request: a resumed
+            self._first_step, self._first_version = step, self.model_version  # learner's version is no head start
         return self.model_version - self._first_version >= step - self._first_step - max_version_lag
 
     def _for_step(self, step: int) -> tuple[ActorCritic, int]:
