@@ -19,6 +19,7 @@ collector routed to that actor rank and ``all_reduce`` averages gradients across
 from __future__ import annotations
 
 import io
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from .storage import atomic_write
 from .trajectory import Trajectory, chunk_ends
 
 CHECKPOINT = 'learner_checkpoint.pt'
+WARM_START = 'warm_start.json'
 
 
 @dataclass
@@ -55,6 +57,21 @@ class Update:
     state_dict: dict
     metrics: dict[str, float]
     time: float = field(default_factory=time.time)  # when it was made (learning curves against wall time)
+
+
+def append_metrics(path: str | Path, up: Update) -> None:
+    """One update as a line of ``metrics.jsonl`` (step, wall-clock time, metrics): what the node
+    and the in-process run write, and what learning curves and the benchmark read."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, 'a') as fh:
+        fh.write(json.dumps({'step': up.step_id, 'time': up.time, **up.metrics}) + '\n')
+
+
+def write_warm_start(directory: str | Path, up: Update) -> None:
+    """The warm start's version, time and cloning metrics as ``<directory>/warm_start.json``."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / WARM_START).write_text(json.dumps({'version': up.version, 'time': up.time, **up.metrics}))
 
 
 class Learner:

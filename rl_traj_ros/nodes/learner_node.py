@@ -22,7 +22,6 @@ every rank ends each update with the same weights and rank 0 publishes them.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -30,6 +29,7 @@ from rclpy.node import Node
 
 from .. import msg as M
 from ..core import weights as W
+from ..core.learner import LearnerConfig, Update, append_metrics, write_warm_start
 from ..core.ppo import PPOConfig, all_reduce_gradients
 from ..core.replay_buffer import INDEX_FILE, read_stored_trajectories
 from ..core.storage import BufferFileError
@@ -39,7 +39,7 @@ from ..rollout.workers import make_learner
 from .common import declare, run_node, serve_stats, topic, wait_acked
 
 
-PPO = PPOConfig()  # the defaults make_learner falls back to
+PPO, LC = PPOConfig(), LearnerConfig(0, 0)  # the defaults make_learner falls back to
 
 
 class LearnerNode(Node):
@@ -53,11 +53,13 @@ class LearnerNode(Node):
             'seed': (0, 'model init seed (the policy node\'s, so version 0 is the same model)'),
             'num_envs': (2, 'envs per env node'),
             'num_env_nodes': (1, 'env nodes: a step is trained once num_envs x num_env_nodes rows arrived'),
-            'gamma': (0.99, 'discount'),
-            'gae_lambda': (0.95, 'GAE lambda'),
-            'advantage': ('gae', "'gae' or 'reinforce++'"),
-            'auto_reset': (True, 'the envs auto-reset (every slot is a step); false: mask after the first done'),
-            'max_version_lag': (-1, 'drop rows rolled out by weights older than version - lag; -1: keep all'),
+            'gamma': (LC.gamma, 'discount'),
+            'gae_lambda': (LC.gae_lambda, 'GAE lambda'),
+            'advantage': (LC.advantage, "'gae' or 'reinforce++'"),
+            'auto_reset': (LC.auto_reset, 'the envs auto-reset (every slot is a step); '
+                                          'false: mask after the first done'),
+            'max_version_lag': (LC.max_version_lag, 'mask out rows rolled out by weights older than version - lag; '
+                                                   '-1: keep all'),
             'lr': (PPO.lr, 'Adam learning rate'),
             'ppo_epochs': (PPO.epochs, 'epochs over each step\'s samples'),
             'minibatch_size': (PPO.minibatch_size, 'samples per gradient step'),
@@ -127,9 +129,7 @@ class LearnerNode(Node):
             if p['checkpoint_dir']:
                 self.learner.save_checkpoint(p['checkpoint_dir'])
             if self.rank0 and p['metrics_dir']:
-                Path(p['metrics_dir']).mkdir(parents=True, exist_ok=True)
-                (Path(p['metrics_dir']) / 'warm_start.json').write_text(
-                    json.dumps({'version': up.version, 'time': up.time, **up.metrics}))
+                write_warm_start(p['metrics_dir'], up)
             if self.rank0 and p['snapshot_every'] and p['weights_dir']:
                 W.save_file(up.state_dict, p['weights_dir'], up.version)
             self.get_logger().info(f"warm start from {p['warm_start_dataset']}: v{up.version}, " + ', '.join(
@@ -196,7 +196,7 @@ class LearnerNode(Node):
             if every and self.p['weights_dir'] and up.version % every == 0:
                 W.save_file(up.state_dict, self.p['weights_dir'], up.version)
         self.last_metrics = up.metrics
-        self._publish_metrics(up.step_id, up.metrics, up.time)
+        self._publish_metrics(up)
         mt = up.metrics
         self.get_logger().info(
             f"update {self.learner.counters['updates']} (step {up.step_id}) -> v{up.version}: "
@@ -219,7 +219,8 @@ class LearnerNode(Node):
         m.header.stamp = self.get_clock().now().to_msg()
         self.pub_weights.publish(m)
 
-    def _publish_metrics(self, step: int, metrics: dict[str, float], when: float) -> None:
+    def _publish_metrics(self, up: Update) -> None:
+        step, metrics = up.step_id, up.metrics
         status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id='rl_traj_ros',
                                   message=f'step {step}',
                                   values=[KeyValue(key=k, value=f'{v:.6g}') for k, v in metrics.items()])
@@ -231,10 +232,7 @@ class LearnerNode(Node):
                 self.tb.add_scalar(f'learner/{k}', v, step)
             self.tb.flush()
         if self.p['metrics_dir']:
-            path = Path(self.p['metrics_dir']) / self.metrics_file
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, 'a') as fh:
-                fh.write(json.dumps({'step': step, 'time': when, **metrics}) + '\n')
+            append_metrics(Path(self.p['metrics_dir']) / self.metrics_file, up)
 
     def stats(self) -> dict[str, float]:
         return {**{k: float(v) for k, v in self.learner.counters.items()}, 'version': float(self.learner.version),

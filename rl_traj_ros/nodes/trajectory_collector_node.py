@@ -141,7 +141,6 @@ class TrajectoryCollectorNode(Node):
         s['resent'] = self.outbox.resent
         return s
 
-
     def shutdown(self) -> None:
         wait_acked(self, (self.pub,))
         self.get_logger().info(f'final counters: {self.stats()}')

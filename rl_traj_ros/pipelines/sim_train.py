@@ -97,6 +97,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
     """The training run in one process: sim_collect's in-process pipeline with the learner
     wired to the collector's outputs and the policy worker (same seeds, same data, same
     updates as over DDS); metrics.jsonl and the checkpoint as the learner node writes them."""
+    from ..core.learner import append_metrics, write_warm_start
     from ..rollout.workers import make_learner
     pl = params['learner_node']
     if pl.get('num_actors', 1) > 1:
@@ -105,18 +106,15 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
     if pl.get('resume', True):
         learner.load_checkpoint(pl['checkpoint_dir'])  # as the learner node does on start
     if pl.get('warm_start_dataset') and learner.version == 0:
-        up = learner.warm_start_from(pl['warm_start_dataset'], int(pl.get('warm_start_epochs', 100)))
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(output_dir) / 'warm_start.json').write_text(json.dumps({'version': up.version, 'time': up.time,
-                                                                      **up.metrics}))
+        write_warm_start(output_dir, learner.warm_start_from(pl['warm_start_dataset'],
+                                                             int(pl.get('warm_start_epochs', 100))))
     r = sc.run_inprocess(params, num_env_nodes, output_dir, learner=learner)
     from ..core import weights as W
     every = int(pl.get('snapshot_every', 0))
-    with open(Path(output_dir) / 'metrics.jsonl', 'a') as fh:
-        for up in r['updates']:
-            fh.write(json.dumps({'step': up.step_id, 'time': up.time, **up.metrics}) + '\n')
-            if every and up.version % every == 0:
-                W.save_file(up.state_dict, pl['weights_dir'], up.version)
+    for up in r['updates']:
+        append_metrics(Path(output_dir) / 'metrics.jsonl', up)
+        if every and up.version % every == 0:
+            W.save_file(up.state_dict, pl['weights_dir'], up.version)
     learner.save_checkpoint(pl['checkpoint_dir'])
     return r
 

@@ -172,7 +172,7 @@ class PolicyWorker:
         self.expert, self.seed, self.keep_next_obs = expert, seed, keep_next_obs
         self._versions: list[tuple[int, int, ActorCritic]] = [(0, int(model_version), model)]  # (from step, v, m)
         self._max_step = -1
-        self._first_version, self._first_step = int(model_version), None  # latched by the first ready_for
+        self._first_step = self._first_version = None  # latched by the first ready_for
 
     @property
     def model(self) -> ActorCritic:
