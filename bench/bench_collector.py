@@ -21,7 +21,7 @@ B, C, A, HW, E, L = 64, 8, 7, 128, 2, 4
 
 
 def parts(step_id: int):
-    from rl_traj_ros.testing import SyntheticSpec, make_parts
+    from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
     spec = SyntheticSpec(num_epochs=E, chunks_per_epoch=L, sources=((0, 0), (1, 0)), envs_per_source=B // 2, chunk=C,
                          action_dim=A, image_hw=(HW, HW), num_extra_views=1, step_id=step_id, seed=step_id)
     return [x for pr in make_parts(spec) for x in pr]
@@ -29,7 +29,7 @@ def parts(step_id: int):
 
 def run_variant(variant: str, steps: int) -> dict:
     import torch
-    from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
+    from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
     data = [parts(s) for s in range(steps)]  # generated up front: not timed
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()

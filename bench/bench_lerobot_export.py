@@ -66,8 +66,8 @@ def dir_bytes(root: Path) -> int:
 
 
 def ours(src: Path, root: Path, storage: str) -> float:
-    from rl_traj_ros.core.episodes.lerobot_writer import LeRobotWriter
-    from rl_traj_ros.core.episodes.record import EpisodeRecord
+    from rl_traj_ros.episodes.lerobot_writer import LeRobotWriter
+    from rl_traj_ros.episodes.record import EpisodeRecord
     d = np.load(src)
     img, st, ac = d['images'], d['states'], d['actions']
     n = img.shape[1]

@@ -61,7 +61,7 @@ def peak_rss_mb() -> float:
 
 
 def rss_child(n: int, directory: str) -> None:
-    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
     base = make_base()
     start = peak_rss_mb()
     t0 = time.perf_counter()
@@ -83,7 +83,7 @@ def main() -> None:
     if args.rss_child:
         return rss_child(args.rss_child, args.dir)
     import torch
-    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
     scratch = Path(args.dir or tempfile.mkdtemp(prefix='rb_bench_'))
     try:
         out = subprocess.run([sys.executable, __file__, '--rss-child', str(args.rss_trajectories), '--dir',

@@ -21,7 +21,7 @@ N_ENVS, HW, CHUNK, ADIM = 8, 128, 8, 7
 
 
 def make_part():
-    from rl_traj_ros.testing import SyntheticSpec, make_parts
+    from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
     spec = SyntheticSpec(num_epochs=1, chunks_per_epoch=1, sources=((0, 0),), envs_per_source=N_ENVS, chunk=CHUNK,
                          action_dim=ADIM, image_hw=(HW, HW), num_extra_views=1)
     return next(make_parts(spec))[0]

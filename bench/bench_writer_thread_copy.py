@@ -21,8 +21,8 @@ from pathlib import Path
 def child(variant: str, n: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_replay_buffer import fresh, make_base, rate
-    from rl_traj_ros.core import replay_buffer as rb
-    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
+    from rl_traj_ros.storage import replay_buffer as rb
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
     if variant == 'torch clone':
         rb.plain_copy = lambda v: v.clone()
     d = tempfile.mkdtemp(prefix='wtc_')

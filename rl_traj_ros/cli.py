@@ -43,13 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser('learning-curve', help="a training run's metrics.jsonl -> a learning-curve PNG", add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command == 'contact-sheet':
-        from .tools.contact_sheet import main as sheet_main
+        from .viz.contact_sheet import main as sheet_main
         return sheet_main(rest)
     if args.command == 'dataset-frames':
-        from .tools.dataset_frames import main as frames_main
+        from .viz.dataset_frames import main as frames_main
         return frames_main(rest)
     if args.command == 'learning-curve':
-        from .tools.learning_curve import main as curve_main
+        from .viz.learning_curve import main as curve_main
         return curve_main(rest)
     if rest:
         parser.error(f'unrecognized arguments: {rest}')

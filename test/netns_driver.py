@@ -5,6 +5,7 @@ import sys
 import time
 
 sys.path.insert(0, 'test')
+from faults import run_with_faults  # noqa: E402
 from rl_traj_ros.pipelines import sim_collect as sc  # noqa: E402
 
 
@@ -24,14 +25,14 @@ def main():
         import subprocess
         if mode == 'cut':
             ctl.wait_stat('env_0', 'chunks', 20)  # mid-run, whatever the start-up took
-            events.append(('cut', ctl.procs_['env_0'].poll() is None))
+            events.append(('cut', ctl.procs['env_0'].poll() is None))
             subprocess.run(['ip', '-n', sw, 'link', 'set', sw_if, 'down'], check=True)
             time.sleep(seconds)
             subprocess.run(['ip', '-n', sw, 'link', 'set', sw_if, 'up'], check=True)
-            events.append(('restored', ctl.procs_['env_0'].poll() is None))
+            events.append(('restored', ctl.procs['env_0'].poll() is None))
 
-    wrap = {'env_0': ['ip', 'netns', 'exec', env_ns], 'writer': ['ip', 'netns', 'exec', writer_ns]}
-    r = sc.run_ros(p, 1, out, quiet=True, chaos=chaos, wrap=wrap, drain_timeout_s=240)
+    prefix = {'env_0': ['ip', 'netns', 'exec', env_ns], 'writer': ['ip', 'netns', 'exec', writer_ns]}
+    r = run_with_faults(p, 1, out, chaos, drain_timeout_s=240, prefix=prefix)
     print(json.dumps({'events': events, 'exit_codes': r['exit_codes'], 'chunks': r['chunks'],
                       'collector': r['collector'], 'writer': r['writer'],
                       'policy_log': ''.join(r['logs']['policy'])[-1500:]}))

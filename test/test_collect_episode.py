@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from rl_traj_ros.core.episodes import CollectEpisode, infer_success
-from rl_traj_ros.core.episodes.lerobot_writer import LeRobotWriter
-from rl_traj_ros.core.episodes.record import EpisodeRecord
+from rl_traj_ros.episodes import CollectEpisode, infer_success
+from rl_traj_ros.episodes.lerobot_writer import LeRobotWriter
+from rl_traj_ros.episodes.record import EpisodeRecord
 
 from episode_envs import ScriptedEnv
 
@@ -124,7 +124,7 @@ KEYS = {  # naming -> (main camera, second extra view, state, action, done, succ
 
 def _video_frames(root, info, key, episode):
     """An episode's frames of one camera, cut from its MP4 file by the episode's timestamps."""
-    from rl_traj_ros.core.episodes.video import decode_frames
+    from rl_traj_ros.episodes.video import decode_frames
     path = root / info['video_path'].format(video_key=key, chunk_index=episode[f'videos/{key}/chunk_index'],
                                             file_index=episode[f'videos/{key}/file_index'])
     first = round(episode[f'videos/{key}/from_timestamp'] * info['fps'])
@@ -252,7 +252,7 @@ def test_lerobot_rejects_inconsistent_episode(tmp_path):
 
 
 def test_image_stats_match_numpy_reference():
-    from rl_traj_ros.core.episodes import lerobot_stats as st
+    from rl_traj_ros.episodes import lerobot_stats as st
     rng = np.random.default_rng(5)
     frames = rng.integers(0, 256, (7, 9, 11, 3), dtype=np.uint8)
     frames[..., 1] //= 3
@@ -268,9 +268,9 @@ def test_image_stats_match_numpy_reference():
 def test_visual_tools(tmp_path):
     import torch
     from PIL import Image as PILImage
-    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
-    from rl_traj_ros.tools.contact_sheet import make_contact_sheet
-    from rl_traj_ros.tools.dataset_frames import export_frames
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+    from rl_traj_ros.viz.contact_sheet import make_contact_sheet
+    from rl_traj_ros.viz.dataset_frames import export_frames
     with TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path / 'buf')) as buf:
         for i in range(3):
             img = torch.full((4, 2, 16, 16, 3), 40 * i, dtype=torch.uint8)

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from rl_traj_ros import msg as M
-from rl_traj_ros.core.schema import ActionChunk, PolicyInput, TrajectoryKey
-from rl_traj_ros.core.tree import tree_equal
-from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
+from rl_traj_ros.data.schema import ActionChunk, PolicyInput, TrajectoryKey
+from rl_traj_ros.data.tree import tree_equal
+from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
 from rl_traj_ros.ros import conversion as cv
-from rl_traj_ros.testing import SyntheticSpec, make_parts
+from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 from rclpy.serialization import deserialize_message, serialize_message
 
 TORCH_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

@@ -7,12 +7,12 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
 from rl_traj_ros import msg as M
-from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
-from rl_traj_ros.core.schema import ActionChunk, PolicyInput
-from rl_traj_ros.core.tree import tree_equal
+from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
+from rl_traj_ros.data.schema import ActionChunk, PolicyInput
+from rl_traj_ros.data.tree import tree_equal
 from rl_traj_ros.ros import conversion as cv
 from rl_traj_ros.ros.qos import DATA_QOS
-from rl_traj_ros.testing import SyntheticSpec, make_parts
+from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 
 from rosutil import ros_process, spin_until, wait_matched
 

@@ -5,12 +5,15 @@ import json
 import pytest
 import torch
 
-from rl_traj_ros.core import storage
-from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
-from rl_traj_ros.core.delivery import ExactlyOnceSink, Outbox, RecentKeys, RowLedger, TrajectoryId
-from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
-from rl_traj_ros.core.schema import MalformedPartError, TrajectoryKey
-from rl_traj_ros.testing import SyntheticSpec, make_parts, stored_cells
+from rl_traj_ros.storage import files
+from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
+from rl_traj_ros.delivery.sink import ExactlyOnceSink
+from rl_traj_ros.delivery.outbox import Outbox, RecentKeys
+from rl_traj_ros.delivery.ledger import RowLedger
+from rl_traj_ros.data.identity import TrajectoryId
+from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+from rl_traj_ros.data.schema import MalformedPartError, TrajectoryKey
+from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts, stored_cells
 
 K = [TrajectoryKey(0, 0, 0, 0, c) for c in range(3)]
 
@@ -275,8 +278,8 @@ def test_long_run_memory_is_flat_after_warm_up(tmp_path):
 # -- durability ------------------------------------------------------------------------------------
 def test_acknowledgement_comes_after_file_index_and_directory_are_on_disk(tmp_path, monkeypatch):
     events = []
-    real = storage.fsync_dir
-    monkeypatch.setattr(storage, 'fsync_dir', lambda d: (events.append(('fsync_dir', sorted(
+    real = files.fsync_dir
+    monkeypatch.setattr(files, 'fsync_dir', lambda d: (events.append(('fsync_dir', sorted(
         p.name for p in d.iterdir() if not p.name.startswith('.')))), real(d)))
     buf = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path))
     sink = ExactlyOnceSink(buf)
@@ -309,14 +312,14 @@ def test_a_buffer_resumed_from_a_checkpoint_into_another_directory_stays_loadabl
     resumed.close()
     again = TrajectoryReplayBuffer(sample_window_size=0, seed=5)
     again.load_checkpoint(str(tmp_path / 'run2'))  # failed before: the checkpoint's files were missing
-    assert again.trajectory_ids == [3, 4, 5]
+    assert again.seqs == [3, 4, 5]
     got = again.sample(64)
     assert all(torch.equal(got[k], want[k]) for k in want)
     # a directory holding a different file of the same name is not overwritten
     clash = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path / 'run3'))
     clash.add_trajectories([traj(1), traj(1), traj(1), traj(1)])
     clash.flush()
-    with pytest.raises(storage.BufferFileError, match='resume into an empty directory'):
+    with pytest.raises(files.BufferFileError, match='resume into an empty directory'):
         clash.load_checkpoint(str(tmp_path / 'ck'))
     clash.close()
 
@@ -324,7 +327,12 @@ def test_a_buffer_resumed_from_a_checkpoint_into_another_directory_stays_loadabl
 def test_a_redelivery_before_the_first_copy_is_durable_is_not_acknowledged_early(tmp_path):
     import threading
     gate = threading.Event()
-    buf = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path), before_write=lambda tid: gate.wait(10))
+
+    class SlowDisk(files.TrajectoryFiles):  # nothing reaches the disk until the gate opens
+        def save(self, seq, data):
+            gate.wait(10)
+            super().save(seq, data)
+    buf = TrajectoryReplayBuffer(storage=SlowDisk(tmp_path))
     sink = ExactlyOnceSink(buf)
     col = TrajectoryCollector(plan('rollout', sources=[(0, 0)]), 'r')
     (o,) = [o for x in parts_of(1, sources=((0, 0),)) for o in col.push(x)]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from faults import run_with_faults
 from rl_traj_ros.pipelines import sim_collect as sc
 
 
@@ -25,7 +26,7 @@ def params(tmp, steps=6, chunks=10, **env):
 def audit(out_dir, sent_keys, num_envs=2):
     """Chunks sent / stored / lost / duplicated, counted per (chunk key, env row) cell from the
     index: a shard or micro-batch holds some rows of many keys."""
-    from rl_traj_ros.testing import stored_cells
+    from rl_traj_ros.data.synthetic import stored_cells
     cells = [(k.as_tuple(), b) for k, b in stored_cells(Path(out_dir) / 'replay_buffer')]
     sent = {(k, b) for k in sent_keys for b in range(num_envs)}
     lost = len(sent - set(cells))
@@ -45,12 +46,12 @@ def test_collector_and_writer_killed_and_restarted(tmp_path, collector):
 
     def chaos(ctl):
         ctl.wait_stat('env_0', 'chunks', 30)  # faults keyed to progress: start-up time varies with load
-        mid_run.append(ctl.procs_['env_0'].poll() is None)
+        mid_run.append(ctl.procs['env_0'].poll() is None)
         ctl.kill('collector')          # SIGKILL mid-run: joined but unflushed chunks are gone
         time.sleep(1)
         ctl.restart('collector')       # the policy node resends every unacknowledged part
         ctl.wait_stat('env_0', 'chunks', 100)
-        mid_run.append(ctl.procs_['env_0'].poll() is None)
+        mid_run.append(ctl.procs['env_0'].poll() is None)
         ctl.kill('writer')             # SIGKILL: received but not yet stored trajectories are gone
         time.sleep(1)
         ctl.restart('writer')          # the collector resends; the writer dedupes by identity
@@ -58,7 +59,7 @@ def test_collector_and_writer_killed_and_restarted(tmp_path, collector):
     steps = 14  # faults at 30 and 100 chunks; 40 more after the writer's restart
     p = params(tmp_path, steps=steps)
     p['trajectory_collector_node'].update(collector)
-    r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos)
+    r = run_with_faults(p, 1, str(tmp_path), chaos)
     assert mid_run == [True, True], 'the faults must hit a running collection'
     assert r['exit_codes']['env_0'] == 0
     lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))
@@ -68,7 +69,7 @@ def test_collector_and_writer_killed_and_restarted(tmp_path, collector):
 
 
 def test_sigint_mid_run_flushes_and_sigkill_leaves_loadable_outputs(tmp_path):
-    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
     import pyarrow.parquet as pq
 
     def chaos(ctl):
@@ -76,7 +77,7 @@ def test_sigint_mid_run_flushes_and_sigkill_leaves_loadable_outputs(tmp_path):
         ctl.kill('env_0', signal.SIGKILL)  # mid-run, mid-episode, maybe mid-write
 
     p = params(tmp_path, steps=50, collect_episodes=True, export_format='lerobot', finalize_interval=2)
-    r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos, drain_timeout_s=20)
+    r = run_with_faults(p, 1, str(tmp_path), chaos, drain_timeout_s=20)
     buf = TrajectoryReplayBuffer(sample_window_size=0)
     buf.load_checkpoint(str(tmp_path / 'replay_buffer'))  # loads: nothing torn
     assert len(buf) >= 1
@@ -110,13 +111,13 @@ def test_disk_full_pauses_intake_and_resumes_without_loss(tmp_path, small_disk):
     def chaos(ctl):
         state['stalled'] = ctl.wait_log('writer', 'No space left on device')
         time.sleep(2)  # intake stays paused while the disk is full
-        state['writer_alive'] = ctl.procs_['writer'].poll() is None
+        state['writer_alive'] = ctl.procs['writer'].poll() is None
         filler.unlink()  # space returns
 
     steps = 12
     p = params(tmp_path, steps=steps)
     p['replay_buffer_writer_node']['output_dir'] = str(small_disk / 'replay_buffer')
-    r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos)
+    r = run_with_faults(p, 1, str(tmp_path), chaos)
     log = ''.join(r['logs']['writer'])
     assert 'No space left on device' in log and 'resuming intake' in log  # clear error, then recovery
     assert state['stalled'] and state['writer_alive'] and r['exit_codes']['writer'] == 0  # the node stayed up
@@ -139,16 +140,16 @@ def test_slow_writer_backpressure_keeps_memory_bounded(tmp_path):
         for _ in range(30):
             for name in samples:
                 try:
-                    samples[name].append(psutil.Process(ctl.procs_[name].pid).memory_info().rss / 2 ** 20)
+                    samples[name].append(psutil.Process(ctl.procs[name].pid).memory_info().rss / 2 ** 20)
                 except psutil.Error:
                     pass
             time.sleep(0.5)
 
     steps = 8
     p = params(tmp_path, steps=steps)
-    p['replay_buffer_writer_node'].update(throttle_writes_s=1.5, max_pending_writes=1)
+    p['replay_buffer_writer_node'].update(max_pending_writes=1)
     p['policy_node'].update(max_unacked_keys=20)
-    r = sc.run_ros(p, 1, str(tmp_path), quiet=True, chaos=chaos, drain_timeout_s=180)
+    r = run_with_faults(p, 1, str(tmp_path), chaos, drain_timeout_s=180, slow_disk_s=1.5)
     policy_log = ''.join(r['logs']['policy'])
     held = int(policy_log.split("'held': ")[1].split(',')[0])
     growth = {k: max(v) - v[0] for k, v in samples.items() if v}

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rl_traj_ros.core.episodes import CollectEpisode
+from rl_traj_ros.episodes import CollectEpisode
 
 from episode_envs import ScriptedEnv
 from rosutil import ROOT, ros_process

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from rl_traj_ros.paths import SOURCE_ROOT, config_path
+from rl_traj_ros.params.paths import SOURCE_ROOT, config_path
 
 from rosutil import ROOT
 

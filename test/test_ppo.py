@@ -6,10 +6,10 @@ import os
 import pytest
 import torch
 
-from rl_traj_ros.core.ppo import (PPOConfig, PPOUpdater, all_reduce_gradients, compute_response_mask,
+from rl_traj_ros.learning.ppo import (PPOConfig, PPOUpdater, all_reduce_gradients, compute_response_mask,
                                   flatten_trajectories, policy_loss, reinforce_pp_advantages, training_batch,
                                   value_loss)
-from rl_traj_ros.core.trajectory import Trajectory
+from rl_traj_ros.data.trajectory import Trajectory
 from rl_traj_ros.policies.actor_critic import ActorCritic
 
 
@@ -137,7 +137,7 @@ def test_two_learner_ranks_end_every_update_with_identical_weights(tmp_path):
 
 
 def test_new_weights_apply_from_the_next_step_with_their_version_stamped():
-    from rl_traj_ros.core.schema import PolicyInput, TrajectoryKey, TrajectorySource
+    from rl_traj_ros.data.schema import PolicyInput, TrajectoryKey, TrajectorySource
     from rl_traj_ros.rollout.workers import PolicyWorker
 
     def req(step, chunk, env_rank=0):
@@ -174,7 +174,7 @@ def test_new_weights_apply_from_the_next_step_with_their_version_stamped():
 
 
 def _step_trajectory(step, seed):
-    from rl_traj_ros.core.delivery import TrajectoryId
+    from rl_traj_ros.data.identity import TrajectoryId
     t = _trajectory(t=4, b=2, c=4, a=7)
     g = torch.Generator().manual_seed(seed)
     t.curr_obs = {'states': torch.randn(4, 2, 21, generator=g)}
@@ -184,7 +184,7 @@ def _step_trajectory(step, seed):
 
 
 def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path):
-    from rl_traj_ros.core.learner import Learner, LearnerConfig
+    from rl_traj_ros.learning.learner import Learner, LearnerConfig
 
     def learner():
         return Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
@@ -207,7 +207,7 @@ def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path
 
 
 def test_learner_drops_rows_older_than_the_version_lag_and_trains_reinforce_pp():
-    from rl_traj_ros.core.learner import Learner, LearnerConfig
+    from rl_traj_ros.learning.learner import Learner, LearnerConfig
     old = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
                   LearnerConfig(rows_per_step=2, action_dim=7, max_version_lag=1), version=2, seed=0)
     t = _step_trajectory(0, 1)
@@ -224,9 +224,10 @@ def test_learner_drops_rows_older_than_the_version_lag_and_trains_reinforce_pp()
 def test_a_stored_trajectory_reads_back_as_the_trajectory_the_learner_trains_on(tmp_path):
     """The writer's storage layout (chunk-aligned rows) back to a Trajectory: what a restarted
     learner catches up from gives the same training batch as the live message did."""
-    from rl_traj_ros.core.delivery import TrajectoryId
-    from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer, read_stored_trajectories
-    from rl_traj_ros.core.schema import TrajectoryKey
+    from rl_traj_ros.data.identity import TrajectoryId
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+    from rl_traj_ros.storage.index import read_stored_trajectories
+    from rl_traj_ros.data.schema import TrajectoryKey
     d = torch.zeros(2 * 3, 2, 4, dtype=torch.bool)  # 2 epochs of 2 chunks: [T+E] = 6 boundary rows
     d[2, 0, 1] = d[4, 1, 3] = True
     traj = _trajectory(t=4, b=2, c=4, a=7, dones=d)
@@ -255,8 +256,8 @@ def test_a_stored_trajectory_reads_back_as_the_trajectory_the_learner_trains_on(
 
 def test_learner_trains_the_same_update_whatever_order_the_rows_arrive_and_only_its_actor_rank():
     from dataclasses import replace as dc_replace
-    from rl_traj_ros.core.delivery import TrajectoryId
-    from rl_traj_ros.core.learner import Learner, LearnerConfig
+    from rl_traj_ros.data.identity import TrajectoryId
+    from rl_traj_ros.learning.learner import Learner, LearnerConfig
 
     def learner(**kw):
         return Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
@@ -285,8 +286,8 @@ def test_behavior_clone_fits_demo_chunks_read_from_a_lerobot_dataset(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rl_traj_ros.core.demos import demo_chunks, find_datasets, read_episodes
-    from rl_traj_ros.core.ppo import behavior_clone
+    from rl_traj_ros.episodes.demos import demo_chunks, find_datasets, read_episodes
+    from rl_traj_ros.learning.ppo import behavior_clone
     g = np.random.default_rng(0)
     for name, (sk, ak) in {'a': ('observation.state', 'action'), 'b': ('state', 'actions')}.items():  # both namings
         root = tmp_path / 'collected' / name
@@ -313,7 +314,7 @@ def test_behavior_clone_fits_demo_chunks_read_from_a_lerobot_dataset(tmp_path):
 
 
 def test_critic_warmup_updates_leave_the_actor_unchanged():
-    from rl_traj_ros.core.learner import Learner, LearnerConfig
+    from rl_traj_ros.learning.learner import Learner, LearnerConfig
     lrn = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4, critic_warmup=1),
                   LearnerConfig(rows_per_step=2, action_dim=7), seed=0)
     actor = {k: v.clone() for k, v in lrn.model.state_dict().items() if k.startswith(('trunk', 'mean', 'log_std'))}

@@ -85,7 +85,7 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
             assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
             assert len(_demo_ids(demos)) == run  # a second run appends, never overwrites
-    from rl_traj_ros.core.storage import load_trajectory
+    from rl_traj_ros.storage.files import load_trajectory
     for tid in _demo_ids(demos):
         d = load_trajectory(demos / f'trajectory_{tid:08d}.pt', 'pt')
         assert bool(d['intervene_flags'].all())  # every executed action was the operator's

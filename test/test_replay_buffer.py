@@ -10,11 +10,15 @@ import time
 import pytest
 import torch
 
-from rl_traj_ros.core import replay_buffer as rb
-from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
-from rl_traj_ros.core.replay_buffer import TrajectoryCache, TrajectoryReplayBuffer, flatten_trajectory, locate
-from rl_traj_ros.core.storage import BufferFileError
-from rl_traj_ros.testing import SyntheticSpec, make_parts
+from rl_traj_ros.storage import replay_buffer as rb
+from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
+from rl_traj_ros.storage.cache import TrajectoryCache
+from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+from rl_traj_ros.storage.layout import flatten_trajectory
+from rl_traj_ros.storage.sampler import locate
+from rl_traj_ros.storage import index as index_module
+from rl_traj_ros.storage.files import BufferFileError, TrajectoryFiles
+from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 
 
 def traj(tid, t=3, b=2):
@@ -30,9 +34,9 @@ def traj(tid, t=3, b=2):
 def test_spec_worked_example(tmp_path, fmt):
     buf = TrajectoryReplayBuffer(seed=0, sample_window_size=2, auto_save=False, trajectory_format=fmt)
     assert buf.add_trajectories([traj(i) for i in range(5)]) == [0, 1, 2, 3, 4]
-    before = (len(buf), buf.total_samples, buf.trajectory_ids)
+    before = (len(buf), buf.total_samples, buf.seqs)
     buf.save_checkpoint(str(tmp_path / 'ckpt'))
-    assert (len(buf), buf.total_samples, buf.trajectory_ids) == before == (2, 12, [3, 4])  # unchanged
+    assert (len(buf), buf.total_samples, buf.seqs) == before == (2, 12, [3, 4])  # unchanged
     index = json.loads((tmp_path / 'ckpt' / 'trajectory_index.json').read_text())
     meta = json.loads((tmp_path / 'ckpt' / 'metadata.json').read_text())
     assert index['trajectory_ids'] == [3, 4]
@@ -41,11 +45,11 @@ def test_spec_worked_example(tmp_path, fmt):
     for rank, expected in ((0, [3]), (1, [4])):
         r = TrajectoryReplayBuffer(seed=0, sample_window_size=2, trajectory_format=fmt)
         r.load_checkpoint(str(tmp_path / 'ckpt'), is_distributed=True, local_rank=rank, world_size=2)
-        assert r.trajectory_ids == expected and len(r) == 1 and r.total_samples == 6
+        assert r.seqs == expected and len(r) == 1 and r.total_samples == 6
         assert set((r.sample(50)['gid'] // 10000).tolist()) == set(expected)
     full = TrajectoryReplayBuffer(seed=0, sample_window_size=2, trajectory_format=fmt)
     full.load_checkpoint(str(tmp_path / 'ckpt'))
-    assert full.trajectory_ids == [3, 4]
+    assert full.seqs == [3, 4]
     assert full.add_trajectories([traj(9)]) == [5]
     got = full.sample(64)
     assert torch.equal(got['actions'][got['gid'] == 40101], traj(4)['actions'][1, 1].expand(
@@ -81,7 +85,7 @@ def test_appending_to_an_existing_directory(tmp_path):
         buf.add_trajectories([traj(i) for i in range(3)])
     first = (tmp_path / 'demos' / 'trajectory_00000001.pt').read_bytes()
     with TrajectoryReplayBuffer(auto_save=True, auto_save_path=d, sample_window_size=0) as buf:
-        assert buf.trajectory_ids == [0, 1, 2]
+        assert buf.seqs == [0, 1, 2]
         assert buf.add_trajectories([traj(7), traj(8)]) == [3, 4]
         buf.flush()
         assert set((buf.sample(400)['gid'] // 10000).tolist()) == {0, 1, 2, 7, 8}
@@ -181,10 +185,13 @@ def test_queued_writes_share_the_cache_copy_and_survive_eviction(tmp_path, monke
     """One copy per trajectory: the writer queue holds cache views; a slot evicted while its
     trajectory still waits for the disk is copied out first, so files and samples stay exact."""
     gate = threading.Event()
-    orig = rb.save_trajectory
-    monkeypatch.setattr(rb, 'save_trajectory', lambda *a: (gate.wait(10), orig(*a)))
-    buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=0, auto_save=True, auto_save_path=str(tmp_path),
-                                 max_pending_writes=8, trajectory_format=fmt, max_open_files=0)
+
+    class GatedDisk(TrajectoryFiles):  # a disk that writes nothing until the gate opens
+        def save(self, seq, data):
+            gate.wait(10)
+            super().save(seq, data)
+    buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=0, storage=GatedDisk(tmp_path, fmt),
+                                 max_pending_writes=8, max_open_files=0)
     inputs = [traj(i) for i in range(6)]
     buf.add_trajectories(inputs)
     for t in inputs:  # the caller reuses its tensors: the buffer must not alias them
@@ -206,7 +213,7 @@ def test_queued_writes_share_the_cache_copy_and_survive_eviction(tmp_path, monke
 def test_in_memory_buffer_keeps_exact_copies_past_the_cache(tmp_path):
     buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=4)  # no auto_save: the window stays in memory
     buf.add_trajectories([traj(i) for i in range(7)])
-    assert buf.trajectory_ids == [3, 4, 5, 6] and buf._cache.ids() == [5, 6]
+    assert buf.seqs == [3, 4, 5, 6] and buf._cache.ids() == [5, 6]
     out = buf.sample(300)
     assert set((out['gid'] // 10000).tolist()) == {3, 4, 5, 6}
     _row_matches(out)
@@ -246,7 +253,7 @@ def test_concurrent_add_and_sample(tmp_path):
     assert not errors, errors
     reloaded = TrajectoryReplayBuffer(sample_window_size=0)
     reloaded.load_checkpoint(str(tmp_path))
-    assert reloaded.trajectory_ids == list(range(40))
+    assert reloaded.seqs == list(range(40))
 
 
 def test_errors_name_the_file_or_argument(tmp_path):
@@ -287,7 +294,7 @@ WRITER = r'''
 import sys, torch
 sys.path.insert(0, "test")
 from test_replay_buffer import traj
-from rl_traj_ros.core.replay_buffer import TrajectoryReplayBuffer
+from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
 buf = TrajectoryReplayBuffer(auto_save=True, auto_save_path=sys.argv[1], max_pending_writes=2,
                              on_durable=lambda tid: print("acked", tid, flush=True))
 i = 0
@@ -303,24 +310,31 @@ def test_disk_errors_are_retried_at_the_file_and_at_the_index(tmp_path, monkeypa
     every trajectory ends up durable, acknowledged once, and equal to what was added."""
     import errno
     calls = {'n': 0}
-    orig = getattr(rb, failing)
 
-    def flaky(*a, **k):
-        calls['n'] += 1
-        if calls['n'] in (2, 3):  # the second trajectory's write fails twice
-            raise OSError(errno.ENOSPC, 'No space left on device')
-        return orig(*a, **k)
-    monkeypatch.setattr(rb, failing, flaky)
+    def flaky(orig):
+        def call(*a, **k):
+            calls['n'] += 1
+            if calls['n'] in (2, 3):  # the second trajectory's write fails twice
+                raise OSError(errno.ENOSPC, 'No space left on device')
+            return orig(*a, **k)
+        return call
+
+    class FlakyDisk(TrajectoryFiles):
+        save = flaky(TrajectoryFiles.save)
+    if failing == 'save_trajectory':  # the file: through the buffer's storage part
+        storage = FlakyDisk(tmp_path)
+    else:  # the index or metadata file after it
+        monkeypatch.setattr(index_module, failing, flaky(getattr(index_module, failing)))
+        storage = TrajectoryFiles(tmp_path)
     durable = []
-    buf = TrajectoryReplayBuffer(cache_size=1, sample_window_size=0, auto_save=True, auto_save_path=str(tmp_path),
-                                 on_durable=durable.append)
+    buf = TrajectoryReplayBuffer(cache_size=1, sample_window_size=0, storage=storage, on_durable=durable.append)
     buf._writer.retry_s = 0.05
     buf.add_trajectories([traj(i) for i in range(3)])
     buf.close()
     assert calls['n'] >= 5 and durable == [0, 1, 2]
     loaded = TrajectoryReplayBuffer(sample_window_size=0)
     loaded.load_checkpoint(str(tmp_path))
-    assert loaded.trajectory_ids == [0, 1, 2]
+    assert loaded.seqs == [0, 1, 2]
     for i in range(3):
         data = rb.load_trajectory(tmp_path / rb.trajectory_filename(i, 'pt'), 'pt')
         assert all(torch.equal(data[k], v) for k, v in flatten_trajectory(traj(i))[0].items())
@@ -342,7 +356,7 @@ def test_sigkill_mid_write_leaves_a_loadable_buffer(tmp_path):
         p.wait()
     buf = TrajectoryReplayBuffer(sample_window_size=0)
     buf.load_checkpoint(str(d))
-    ids = buf.trajectory_ids
+    ids = buf.seqs
     assert set(acked) <= set(ids), 'an acknowledged trajectory was lost'
     assert ids == list(range(len(ids)))
     for tid in ids:  # nothing torn: every listed trajectory loads whole and equals what was added

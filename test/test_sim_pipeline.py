@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rl_traj_ros.core.schema import TrajectoryKey
-from rl_traj_ros.core.storage import load_trajectory
+from rl_traj_ros.data.schema import TrajectoryKey
+from rl_traj_ros.storage.files import load_trajectory
 from rl_traj_ros.pipelines import sim_collect as sc
 
 from rosutil import ROOT
@@ -34,8 +34,8 @@ def stored(directory):
 
 def by_identity(directory):
     """{identity without run_id: (cells, data)} of a stored buffer, and every stored cell."""
-    from rl_traj_ros.core.delivery import TrajectoryId
-    from rl_traj_ros.core.schema import TrajectoryKey
+    from rl_traj_ros.data.identity import TrajectoryId
+    from rl_traj_ros.data.schema import TrajectoryKey
     out, cells = {}, []
     for entry, data in stored(directory):
         ident = TrajectoryId.from_json(entry['identity'])

@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from rl_traj_ros.core.storage import load_trajectory
+from rl_traj_ros.storage.files import load_trajectory
 from rl_traj_ros.policies.actor_critic import ActorCritic
 
 from rosutil import ROOT

@@ -5,13 +5,14 @@ import dataclasses
 import pytest
 import torch
 
-from rl_traj_ros.core.collector import TrajectoryCollector, TrajectoryPlan
-from rl_traj_ros.core.joiner import JoinedChunk
-from rl_traj_ros.core.schema import (EnvPart, EnvTransition, MalformedPartError, PolicyOutput, PolicyPart,
+from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
+from rl_traj_ros.collect.joiner import JoinedChunk
+from rl_traj_ros.data.schema import (EnvPart, EnvTransition, MalformedPartError, PolicyOutput, PolicyPart,
                                      RewardConfig, TrajectoryKey, TrajectorySource)
-from rl_traj_ros.core.trajectory import CollectConfig, TrajectoryStep, compute_loss_mask
-from rl_traj_ros.core.tree import tree_equal
-from rl_traj_ros.testing import SyntheticSpec, make_parts
+from rl_traj_ros.collect.steps import CollectConfig, TrajectoryStep
+from rl_traj_ros.learning.advantages import compute_loss_mask
+from rl_traj_ros.data.tree import tree_equal
+from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 
 B, C, A = 2, 2, 3
 

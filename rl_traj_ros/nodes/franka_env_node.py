@@ -26,7 +26,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from sensor_msgs.msg import Image, JointState
 
 from .. import msg as M
-from ..core.episodes import CollectEpisode, collect_episode_kwargs
+from ..episodes import CollectEpisode, collect_episode_kwargs
 from ..envs.sim_franka import sim_env_from_params
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS

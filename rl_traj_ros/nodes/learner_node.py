@@ -28,11 +28,11 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 
 from .. import msg as M
-from ..core import weights as W
-from ..core.learner import LearnerConfig, Update, append_metrics, write_warm_start
-from ..core.ppo import PPOConfig, all_reduce_gradients
-from ..core.replay_buffer import INDEX_FILE, read_stored_trajectories
-from ..core.storage import BufferFileError
+from ..learning import weights as W
+from ..learning.learner import LearnerConfig, Update, append_metrics, write_warm_start
+from ..learning.ppo import PPOConfig, all_reduce_gradients
+from ..storage.index import INDEX_FILE, read_stored_trajectories
+from ..storage.files import BufferFileError
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
 from ..rollout.workers import make_learner

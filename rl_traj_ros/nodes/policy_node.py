@@ -20,8 +20,8 @@ from rclpy.node import Node
 from collections import OrderedDict, deque
 
 from .. import msg as M
-from ..core import weights as W
-from ..core.delivery import Outbox
+from ..learning import weights as W
+from ..delivery.outbox import Outbox
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
 from ..rollout.workers import make_policy_worker

@@ -1,6 +1,6 @@
 """replay_buffer_writer_node: stores every Trajectory message in a TrajectoryReplayBuffer.
 
-Exactly once by TrajectoryId (core.delivery.ExactlyOnceSink): a re-delivery is acknowledged
+Exactly once by TrajectoryId (delivery.sink.ExactlyOnceSink): a re-delivery is acknowledged
 again, never stored twice; a new run into an existing directory appends. TrajectoryAcks go
 out once file, index and directory entries are on disk. Services: ``~/save_checkpoint``
 (SaveCheckpoint) and ``~/get_stats`` (GetStats). On shutdown (SIGINT) the buffer is flushed
@@ -8,21 +8,22 @@ and closed, so everything received is on disk.
 """
 from __future__ import annotations
 
-import time
-
 from rclpy.node import Node
 
 from .. import msg as M
 from .. import srv as S
-from ..core.delivery import ExactlyOnceSink
-from ..core.replay_buffer import TrajectoryReplayBuffer
+from ..delivery.sink import ExactlyOnceSink
+from ..storage.files import TrajectoryFiles
+from ..storage.replay_buffer import TrajectoryReplayBuffer
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic
 
 
 class ReplayBufferWriterNode(Node):
-    def __init__(self):
+    def __init__(self, storage_type=TrajectoryFiles):
+        """``storage_type(directory, format)`` makes the buffer's durable storage (a
+        ``TrajectoryFiles``; another layout or file system is a subclass)."""
         super().__init__('replay_buffer_writer_node')
         p = declare(self, {
             'output_dir': ('outputs/replay_buffer', 'auto-save directory (appends if it exists)'),
@@ -32,16 +33,14 @@ class ReplayBufferWriterNode(Node):
             'seed': (1234, 'sampling seed'),
             'max_pending_writes': (4, 'writer queue bound (backpressure)'),
             'diagnostics_period_s': (1.0, 'period of the /diagnostics counters'),
-            'throttle_writes_s': (0.0, 'fault injection: sleep before each write (emulates a slow disk)'),
             'dedupe_window': (1024, 'newest trajectory identities kept in memory to detect re-deliveries '
                                     '(the index on disk keeps all)'),
         })
         self.p = p
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
-                                             sample_window_size=p['sample_window_size'], auto_save=True,
-                                             auto_save_path=p['output_dir'], trajectory_format=p['trajectory_format'],
-                                             max_pending_writes=p['max_pending_writes'],
-                                             before_write=self._throttle if p['throttle_writes_s'] > 0 else None)
+                                             sample_window_size=p['sample_window_size'],
+                                             storage=storage_type(p['output_dir'], p['trajectory_format']),
+                                             max_pending_writes=p['max_pending_writes'])
         self.sink = ExactlyOnceSink(self.buffer, p['dedupe_window'])
         self.counters = {'received': 0, 'decode_errors': 0, 'disk_stalls': 0}
         self.pub_ack = self.create_publisher(M.TrajectoryAck, topic(self, 'trajectory_ack'), DATA_QOS)
@@ -86,9 +85,6 @@ class ReplayBufferWriterNode(Node):
         elif err is None and self._sub is None:
             self.get_logger().info('writes succeed again: resuming intake')
             self._subscribe()
-
-    def _throttle(self, tid: int) -> None:
-        time.sleep(self.p['throttle_writes_s'])
 
     def _publish_acks(self) -> None:
         ids = self.sink.take_acks()

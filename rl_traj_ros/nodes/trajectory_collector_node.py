@@ -3,7 +3,7 @@
 Publishes a Trajectory per source and step (rollout, one per shard), per-actor micro-batches
 (pipeline) or finished episodes (lerobot, as [n, 1, ...] Trajectory messages), each with the
 TrajectoryId that names its rows. Keeps each until the writer's TrajectoryAck, and
-acknowledges upstream (KeyAck) the chunk keys whose every row is stored (core.delivery).
+acknowledges upstream (KeyAck) the chunk keys whose every row is stored (delivery.ledger).
 Malformed or duplicate parts are counted and logged, never crash the node; parts whose other
 half never comes are dropped and reported after ``pending_timeout_s``. Counters: GetStats
 service and a log line.
@@ -13,10 +13,11 @@ from __future__ import annotations
 from rclpy.node import Node
 
 from .. import msg as M
-from ..core.collector import TrajectoryCollector
-from ..core.delivery import Outbox, new_run_id
-from ..core.joiner import DuplicateChunkError
-from ..core.schema import MalformedPartError
+from ..collect.collector import TrajectoryCollector
+from ..delivery.outbox import Outbox
+from ..data.identity import new_run_id
+from ..collect.joiner import DuplicateChunkError
+from ..data.schema import MalformedPartError
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
 from ..rollout.workers import make_plan

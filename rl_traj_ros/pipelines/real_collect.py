@@ -15,8 +15,8 @@ from typing import Optional
 
 import yaml
 
-from ..core.delivery import new_run_id
-from ..paths import config_path
+from ..data.identity import new_run_id
+from ..params.paths import config_path
 from . import sim_collect as sc
 from .run_dir import new_run_dir
 

@@ -1,7 +1,7 @@
 """The sim collection pipeline without `launch`: the same nodes, the same YAML.
 
-``run_ros`` starts the four node kinds as separate processes (one per env node) with the
-params file, streams their output, waits for the env nodes to finish, waits until the
+``run_ros`` starts the four node kinds as separate processes (``ros_run.RosRun``, one per env
+node) with the params file, streams their output, waits for the env nodes to finish, waits until the
 writer has stored everything the collector flushed, then stops every node with SIGINT (each
 flushes). ``run_inprocess`` runs the same workers, collector and buffer in one process
 without ROS: the reference for the end-to-end test and the baseline of the benchmark.
@@ -9,21 +9,17 @@ without ROS: the reference for the end-to-end test and the baseline of the bench
 from __future__ import annotations
 
 import copy
-import os
 import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
-from ..paths import config_path
+from ..params.paths import config_path
 
 NODES = ('franka_env_node', 'policy_node', 'trajectory_collector_node', 'replay_buffer_writer_node')
-NODE_OF = {'writer': 'replay_buffer_writer_node', 'collector': 'trajectory_collector_node', 'policy': 'policy_node'}
 DEFAULT_CONFIG = config_path('sim_collect.yaml')
 
 
@@ -50,7 +46,7 @@ def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = 
     """Effective per-node parameters of one run. Every run gets a ``run_id`` (the collector
     stamps it into each TrajectoryId), so a restarted collector rebuilds the same identities
     and a second run into the same buffer directory appends."""
-    from ..core.delivery import new_run_id
+    from ..data.identity import new_run_id
     p = copy.deepcopy(params)
     p['trajectory_collector_node']['run_id'] = run_id or p['trajectory_collector_node'].get('run_id') or new_run_id()
     if num_envs is not None:
@@ -84,10 +80,11 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     --in-process``) every output also goes to it and its updates to the policy worker, and a
     request waits as the policy node makes it wait (``max_version_lag``): the previous chunk's
     EnvPart is completed at once, the new chunk is answered once its weights are in."""
-    from ..core.collector import TrajectoryCollector
-    from ..core.delivery import ExactlyOnceSink, new_run_id
-    from ..core.episodes import CollectEpisode, collect_episode_kwargs
-    from ..core.replay_buffer import TrajectoryReplayBuffer
+    from ..collect.collector import TrajectoryCollector
+    from ..delivery.sink import ExactlyOnceSink
+    from ..data.identity import new_run_id
+    from ..episodes import CollectEpisode, collect_episode_kwargs
+    from ..storage.replay_buffer import TrajectoryReplayBuffer
     from ..envs.sim_franka import sim_env_from_params
     from ..rollout.workers import EnvWorker, make_plan, make_policy_worker
     pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
@@ -177,127 +174,12 @@ def rollout_config(pe: dict, rank: int):
 
 
 # -- as ROS 2 processes --------------------------------------------------------------------------
-def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False,
-            drain_timeout_s: float = 120.0, chaos=None, extra_env: Optional[dict] = None,
-            wrap: Optional[dict[str, list[str]]] = None,
+def run_ros(params: dict, num_env_nodes: int, workdir: str, quiet: bool = False, drain_timeout_s: float = 120.0,
             extra_nodes: Optional[dict[str, tuple[str, list[str]]]] = None) -> dict:
-    """``chaos(ctl)`` runs in a thread while the env nodes work: ``ctl.kill(name, sig)`` and
-    ``ctl.restart(name)`` (names: writer, collector, policy, env_<rank>) inject faults;
-    ``ctl.wait_stat(name, key, at_least)`` waits until a node's /diagnostics status reports
-    ``key >= at_least`` (progress), ``ctl.wait_log(name, text)`` until it logged ``text`` (errors).
-    Progress and the totals come from the nodes' /diagnostics, not from their printed lines.
-    ``wrap[name]`` prefixes a node's command (e.g. ``['ip', 'netns', 'exec', 'hostA']``)."""
-    import rclpy
-    from diagnostic_msgs.msg import DiagnosticArray
-    work = Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    pfile = work / 'params.yaml'
-    pfile.write_text(params_yaml(params))
-    env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(extra_env or {})}
-    procs: dict[str, subprocess.Popen] = {}
-    logs: dict[str, list] = {}
-    specs: dict[str, tuple[str, list[str]]] = {}
-
-    def start(name: str, module: str, extra: list[str]) -> None:
-        specs[name] = (module, extra)
-        cmd = [*(wrap or {}).get(name, []), sys.executable, '-m', f'rl_traj_ros.nodes.{module}', '--ros-args',
-               '--params-file', str(pfile), *extra]
-        procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                       start_new_session=True)
-        sink = logs[name] = []
-        (work / 'node_logs').mkdir(exist_ok=True)
-        log_file = open(work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs
-
-        def pump(proc=procs[name], prefix=f'[{name}]', log_file=log_file):
-            with log_file:
-                for line in proc.stdout:
-                    sink.append(line)
-                    log_file.write(line)
-                    if not quiet:
-                        print(prefix, line, end='', flush=True)
-        threading.Thread(target=pump, daemon=True).start()
-
-    t0 = time.monotonic()
-    rclpy.init()
-    node = rclpy.create_node('sim_collect_runner')
-    status: dict[str, dict[str, float]] = {}  # node's fully qualified name -> its latest counters
-    node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: status.update(
-        {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status}), 100)
-
-    def fqn(name: str) -> str:
-        return f'/{name}/franka_env_node' if name.startswith('env_') else f'/{NODE_OF[name]}'
-    try:
-        start('writer', 'replay_buffer_writer_node', [])
-        start('collector', 'trajectory_collector_node', [])
-        start('policy', 'policy_node', [])
-        for name, (module, extra) in (extra_nodes or {}).items():
-            start(name, module, extra)
-        for r in range(num_env_nodes):
-            start(f'env_{r}', 'franka_env_node', ['-r', f'__ns:=/env_{r}', '-p', f'env_rank:={r}'])
-        env_names = [n for n in procs if n.startswith('env_')]
-        if chaos is not None:
-            class Ctl:
-                procs_ = procs
-
-                @staticmethod
-                def wait_log(name: str, text: str, timeout_s: float = 120.0) -> bool:
-                    """Faults keyed to what a node did, not to wall time (start-up time varies with load)."""
-                    deadline = time.monotonic() + timeout_s
-                    while time.monotonic() < deadline:
-                        if any(text in line for line in list(logs[name])):
-                            return True
-                        time.sleep(0.1)
-                    return False
-
-                @staticmethod
-                def wait_stat(name: str, key: str, at_least: float, timeout_s: float = 120.0) -> bool:
-                    deadline = time.monotonic() + timeout_s
-                    while time.monotonic() < deadline:
-                        if status.get(fqn(name), {}).get(key, float('-inf')) >= at_least:
-                            return True
-                        time.sleep(0.1)
-                    return False
-
-                @staticmethod
-                def kill(name: str, sig: int = signal.SIGKILL) -> None:
-                    os.killpg(procs[name].pid, sig)
-                    procs[name].wait()
-
-                @staticmethod
-                def restart(name: str) -> None:
-                    start(name, *specs[name])
-            threading.Thread(target=chaos, args=(Ctl,), daemon=True).start()
-        while any(procs[n].poll() is None for n in env_names):
-            rclpy.spin_once(node, timeout_sec=0.1)
-            if chaos is None and any(p.poll() not in (None, 0) for n, p in procs.items() if n not in env_names):
-                break  # a required node died (not a fault injected on purpose): nothing more will be stored
-        # each env node's last status (sent and acknowledged before it exited)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and not all(status.get(fqn(n), {}).get('finished') for n in env_names):
-            rclpy.spin_once(node, timeout_sec=0.1)
-        failed = [n for n in procs if procs[n].poll() not in (None, 0)]
-        # drain: everything the collector flushed is stored, nothing is pending
-        from .drain import wait_stored
-        _, col, wr = wait_stored(node, drain_timeout_s if not failed else 0.0)
-        wall = time.monotonic() - t0
-    finally:
-        for name, p in procs.items():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
-        for name, p in procs.items():
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    totals = {'chunks': 0, 'episodes': 0, 'successes': 0, 'env_s': 0.0, 'loop_s': 0.0, 'wait_s': 0.0}
-    for n in env_names:
-        for k in totals:
-            totals[k] += type(totals[k])(status.get(fqn(n), {}).get(k, 0))
-    return {'wall_s': wall, 'collector': col, 'writer': wr, 'failed': failed, **totals,
-            'exit_codes': {n: p.returncode for n, p in procs.items()}, 'logs': logs}
+    """The pipeline's nodes as processes (``RosRun``): until the env nodes finished and the
+    writer stored everything; then every node is stopped with SIGINT (each flushes)."""
+    from .ros_run import RosRun
+    return RosRun(params_yaml(params), workdir, quiet).run(num_env_nodes, drain_timeout_s, extra_nodes)
 
 
 DEFAULT_OUTPUT_ROOT = 'outputs/sim_collect'

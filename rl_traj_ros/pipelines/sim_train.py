@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..paths import config_path
+from ..params.paths import config_path
 from . import sim_collect as sc
 
 DEFAULT_CONFIG = config_path('sim_train.yaml')
@@ -48,7 +48,7 @@ def resume_point(output_dir: str | Path) -> tuple[int, int]:
     rolling out steps the checkpoint already trained on; (0, 0) for a new directory."""
     import torch
 
-    from ..core.learner import CHECKPOINT
+    from ..learning.learner import CHECKPOINT
     learner = Path(output_dir) / 'learner'
     for path in (learner / CHECKPOINT, learner / 'rank_0' / CHECKPOINT):
         if path.exists():
@@ -97,7 +97,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
     """The training run in one process: sim_collect's in-process pipeline with the learner
     wired to the collector's outputs and the policy worker (same seeds, same data, same
     updates as over DDS); metrics.jsonl and the checkpoint as the learner node writes them."""
-    from ..core.learner import append_metrics, write_warm_start
+    from ..learning.learner import append_metrics, write_warm_start
     from ..rollout.workers import make_learner
     pl = params['learner_node']
     if pl.get('num_actors', 1) > 1:
@@ -109,7 +109,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
         write_warm_start(output_dir, learner.warm_start_from(pl['warm_start_dataset'],
                                                              int(pl.get('warm_start_epochs', 100))))
     r = sc.run_inprocess(params, num_env_nodes, output_dir, learner=learner)
-    from ..core import weights as W
+    from ..learning import weights as W
     every = int(pl.get('snapshot_every', 0))
     for up in r['updates']:
         append_metrics(Path(output_dir) / 'metrics.jsonl', up)
@@ -158,7 +158,7 @@ def main(args) -> int:
               f"policy loss {m.get('policy_loss', 0):.4f}, value loss {m.get('value_loss', 0):.4f}, "
               f"kl {m.get('approx_kl', 0):.4f}")
     if metrics:
-        from ..tools.learning_curve import learning_curve
+        from ..viz.learning_curve import learning_curve
         learning_curve(out, out / 'learning_curve.png')
     print(f"[sim_train] {len(metrics)} updates; replay buffer: {out / 'replay_buffer'}; metrics: "
           f"{out / 'metrics.jsonl'}, TensorBoard: {out / 'tensorboard'}, curve: {out / 'learning_curve.png'}")

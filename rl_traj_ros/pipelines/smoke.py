@@ -10,12 +10,12 @@ import time
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from ..core.collector import TrajectoryCollector, TrajectoryPlan
-from ..core.schema import ActionChunk, PolicyInput
-from ..core.tree import tree_equal
+from ..collect.collector import TrajectoryCollector, TrajectoryPlan
+from ..data.schema import ActionChunk, PolicyInput
+from ..data.tree import tree_equal
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from ..testing import SyntheticSpec, make_parts
+from ..data.synthetic import SyntheticSpec, make_parts
 from .. import msg as M
 
 

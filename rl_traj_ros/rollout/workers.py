@@ -17,10 +17,10 @@ from typing import Callable, Generator, Optional
 import numpy as np
 import torch
 
-from ..core.collector import TrajectoryPlan
-from ..core.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart, RewardConfig,
+from ..collect.collector import TrajectoryPlan
+from ..data.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart, RewardConfig,
                            TrajectoryKey, TrajectorySource)
-from ..core.trajectory import CollectConfig
+from ..collect.steps import CollectConfig
 from ..policies.actor_critic import ActorCritic
 from ..policies.scripted import PickCubeExpert
 
@@ -271,8 +271,8 @@ def make_learner(p: dict, all_reduce: Optional[Callable[[list], None]] = None):
     """The learner node's Learner from its parameters (the node and the in-process run share
     it): the policy node's actor-critic at the same seed (so version 0 is the same model), PPO
     and the step's shape. ``num_actors`` > 1: this rank's share of the rows."""
-    from ..core.learner import Learner, LearnerConfig
-    from ..core.ppo import PPOConfig
+    from ..learning.learner import Learner, LearnerConfig
+    from ..learning.ppo import PPOConfig
     ranks, rank = int(p.get('num_actors', 1)), int(p.get('actor_rank', 0))
     rows = int(p['num_envs']) * int(p.get('num_env_nodes', 1))
     if ranks < 1 or rows % ranks or not 0 <= rank < ranks:

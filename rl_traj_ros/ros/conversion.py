@@ -8,16 +8,16 @@ field's ``array.array`` without copying, and ``torch.from_numpy`` shares that me
 from __future__ import annotations
 
 import math
-import os
+import functools
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
-from ..core.schema import (ActionChunk, EnvPart, EnvTransition, MalformedPartError, PolicyInput, PolicyOutput,
+from ..data.schema import (ActionChunk, EnvPart, EnvTransition, MalformedPartError, PolicyInput, PolicyOutput,
                            PolicyPart, TrajectoryKey, TrajectorySource)
-from ..core.delivery import TrajectoryId
-from ..core.trajectory import Trajectory
+from ..data.identity import TrajectoryId
+from ..data.trajectory import Trajectory
 from .. import msg as M
 
 ArrayLike = Union[torch.Tensor, np.ndarray]
@@ -57,13 +57,15 @@ def _as_numpy(x: ArrayLike) -> tuple[np.ndarray, str]:
     return arr, name
 
 
-def _probe_zero_copy_assignment() -> bool:
+@functools.cache
+def zero_copy_assignment() -> bool:
     """Whether this rclpy's C converter takes a numpy buffer in ``Tensor._data`` unchanged.
 
     The generated setter of a ``uint8[]`` field copies (``array.array('B', value)``), so the
     public path costs tobytes() + that copy. The private slot skips both; the C side reads
     any buffer-protocol object. It is private API, so it is used only if a serialize round
-    trip proves it right on this installation, and the public setter is the fallback.
+    trip proves it right on this installation (once, at the first encode), and the public
+    setter is the fallback.
     """
     try:
         from rclpy.serialization import deserialize_message, serialize_message
@@ -74,9 +76,6 @@ def _probe_zero_copy_assignment() -> bool:
         return bytes(back.data) == probe.tobytes()
     except Exception:  # noqa: BLE001 - any failure means: use the public setter
         return False
-
-
-ZERO_COPY_ASSIGN = os.environ.get('RL_TRAJ_ROS_SAFE_ASSIGN') != '1' and _probe_zero_copy_assignment()
 
 
 def to_tensor_msg(x: ArrayLike, name: str = '', out: Optional[M.Tensor] = None) -> M.Tensor:
@@ -90,7 +89,7 @@ def to_tensor_msg(x: ArrayLike, name: str = '', out: Optional[M.Tensor] = None) 
     m.name = name
     m.dtype = dtype
     m.shape = arr.shape
-    if ZERO_COPY_ASSIGN:
+    if zero_copy_assignment():
         m._data = arr.reshape(-1).view(np.uint8)
     else:
         m.data = arr.tobytes()

@@ -99,8 +99,8 @@ def read_json(path: Path, what: str) -> Any:
         raise BufferFileError(f'{what} file {path} is corrupt: {e}') from None
 
 
-def trajectory_filename(trajectory_id: int, fmt: str) -> str:
-    return f'trajectory_{trajectory_id:08d}.{fmt}'
+def trajectory_filename(seq: int, fmt: str) -> str:
+    return f"trajectory_{seq:08d}.{fmt}"
 
 
 def plain_copy(v: torch.Tensor) -> torch.Tensor:
@@ -155,3 +155,35 @@ def load_trajectory(path: Path, fmt: str, mmap: bool = True) -> dict[str, torch.
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise BufferFileError(f'trajectory file {path} does not hold a dict of tensors')
     return data
+
+
+class TrajectoryFiles:
+    """Durable storage of a replay buffer: one file per trajectory, named by its ``seq``.
+
+    What a buffer's ``storage=`` argument takes; a subclass can add what a deployment needs
+    (another file system layout, or a test's slow disk) without touching the buffer."""
+
+    def __init__(self, directory: str | Path, fmt: str = 'pt'):
+        if fmt not in FORMATS:
+            raise ValueError(f'trajectory_format must be one of {FORMATS}, got {fmt!r}')
+        self.directory, self.format = Path(directory), fmt
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def path(self, seq: int) -> Path:
+        return self.directory / trajectory_filename(seq, self.format)
+
+    def save(self, seq: int, data: dict[str, torch.Tensor]) -> None:
+        save_trajectory(self.path(seq), data, self.format)
+
+    def load(self, seq: int, mmap: bool = True) -> dict[str, torch.Tensor]:
+        return load_trajectory(self.path(seq), self.format, mmap=mmap)
+
+    def seqs_on_disk(self) -> list[int]:
+        """Sequence numbers of the trajectory files present (indexed or not)."""
+        stems = (p.stem.split('_')[1] for p in self.directory.glob(f'trajectory_*.{self.format}'))
+        return [int(s) for s in stems if s.isdigit()]
+
+    def remove_temporaries(self) -> None:
+        """Torn temp files of a crashed writer."""
+        for stale in self.directory.glob('.*.tmp'):
+            stale.unlink(missing_ok=True)

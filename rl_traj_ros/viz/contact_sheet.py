@@ -1,6 +1,6 @@
 """Replay-buffer trajectories -> one PNG contact sheet (headless), to eyeball what was stored.
 
-    python -m rl_traj_ros.tools.contact_sheet BUFFER_DIR --out sheet.png [--field curr_obs/main_images]
+    python -m rl_traj_ros.viz.contact_sheet BUFFER_DIR --out sheet.png [--field curr_obs/main_images]
 Each tile is one stored sample (a chunk's observation), labelled trajectory:row, reward and
 done; trajectories are sampled evenly. Reads pt files with weights_only=True (safe).
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ..core.replay_buffer import INDEX_FILE, METADATA_FILE
-from ..core.storage import load_trajectory, read_json, trajectory_filename
+from ..storage.index import INDEX_FILE, METADATA_FILE
+from ..storage.files import load_trajectory, read_json, trajectory_filename
 
 IMAGE_FIELDS = ('curr_obs/main_images', 'obs/main_images', 'main_images', 'curr_obs/image', 'image')
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from ..storage import atomic_write, json_writer, publish_staged, stage_write
+from ..storage.files import atomic_write, json_writer, publish_staged, stage_write
 from . import lerobot_stats as st
 from .record import EpisodeRecord
 from .video import VideoEncoding, VideoFile, check_encoder, check_frame_size, probe_video_info

@@ -26,7 +26,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .trajectory import Trajectory, chunk_ends, chunk_starts, compute_gae, masked_normalize
+from ..data.trajectory import Trajectory, chunk_ends, chunk_starts
+from .advantages import compute_gae, masked_normalize
 
 ADVANTAGES = ('gae', 'reinforce++')
 METRICS = ('policy_loss', 'value_loss', 'entropy', 'approx_kl', 'clip_fraction', 'grad_norm')  # per update

@@ -12,7 +12,7 @@ from typing import Iterator, Optional
 
 import torch
 
-from .core.schema import (EnvPart, EnvTransition, PolicyOutput, PolicyPart, TrajectoryKey,
+from .schema import (EnvPart, EnvTransition, PolicyOutput, PolicyPart, TrajectoryKey,
                           TrajectorySource)
 
 
@@ -87,7 +87,7 @@ def make_parts(spec: SyntheticSpec) -> Iterator[tuple[PolicyPart, EnvPart]]:
 def stored_cells(buffer_dir) -> list:
     """Every (chunk key, env row) a replay-buffer directory holds, read from its index alone
     (each entry's TrajectoryId and keys): what exactly-once audits count."""
-    from .core.delivery import TrajectoryId
+    from .identity import TrajectoryId
     index = json.loads((Path(buffer_dir) / 'trajectory_index.json').read_text())
     cells = []
     for i in index['trajectory_ids']:

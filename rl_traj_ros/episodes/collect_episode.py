@@ -27,7 +27,7 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 
-from ..background import BackgroundWriter
+from ..storage.background import BackgroundWriter
 from .lerobot_writer import LeRobotWriter
 from .pickle_writer import PickleWriter
 from .record import EpisodeRecord

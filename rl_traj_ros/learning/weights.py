@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .storage import atomic_write
+from ..storage.files import atomic_write
 
 
 def pack(state_dict: dict) -> tuple[bytes, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-from ..storage import atomic_write
+from ..storage.files import atomic_write
 from .record import EpisodeRecord
 
 

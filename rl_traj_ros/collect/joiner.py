@@ -5,8 +5,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterable, Optional, TypeVar, Union
 
-from .delivery import RecentKeys
-from .schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey, TrajectorySource
+from ..delivery.outbox import RecentKeys
+from ..data.schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey, TrajectorySource
 
 T = TypeVar('T')
 Part = Union[PolicyPart, EnvPart]

@@ -12,12 +12,14 @@ from typing import Any, Hashable, Optional, Union
 
 import torch
 
-from .delivery import RowLedger, TrajectoryId
+from ..delivery.ledger import RowLedger
+from ..data.identity import TrajectoryId
 from .joiner import ChunkJoiner, DuplicateChunkError
-from .schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey
-from .trajectory import (CollectConfig, Trajectory, TrajectoryAccumulator, TrajectoryStep, compute_gae,
-                         compute_loss_mask, masked_normalize)
-from .tree import tree_map
+from ..data.schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey
+from .steps import CollectConfig, TrajectoryAccumulator, TrajectoryStep
+from ..data.trajectory import Trajectory
+from ..learning.advantages import compute_gae, compute_loss_mask, masked_normalize
+from ..data.tree import tree_map
 
 SourceId = tuple[int, int]
 MODES = ('rollout', 'pipeline', 'lerobot')

@@ -3,7 +3,7 @@ per-episode folders of frames: episode_XXXXXX/step_XXXXXX_<camera>.jpg (one per 
 step_XXXXXX.txt (task, state, action, reward, done, success), for inspection without lerobot.
 Either naming (lerobot's observation.images.<camera>, ...; or the spec's image, state, ...).
 
-    python -m rl_traj_ros.tools.dataset_frames DATASET_DIR --out frames/ [--episodes 0 3]
+    python -m rl_traj_ros.viz.dataset_frames DATASET_DIR --out frames/ [--episodes 0 3]
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ TEXT_KEYS = ('observation.state', 'state', 'action', 'actions', 'next.reward', '
 
 def _video_frames(root: Path, info: dict, episodes: list[int] | None) -> dict[tuple[str, int], np.ndarray]:
     """(camera key, episode) -> that episode's frames, cut from the camera's MP4 files."""
-    from ..core.episodes.video import decode_frames
+    from ..episodes.video import decode_frames
     keys = [k for k, f in info['features'].items() if f['dtype'] == 'video']
     if not keys:
         return {}

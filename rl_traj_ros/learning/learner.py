@@ -27,10 +27,10 @@ from typing import Optional
 
 import torch
 
-from .delivery import TrajectoryId
+from ..data.identity import TrajectoryId
 from .ppo import PPOConfig, PPOUpdater, behavior_clone, training_batch
-from .storage import atomic_write
-from .trajectory import Trajectory, chunk_ends
+from ..storage.files import atomic_write
+from ..data.trajectory import Trajectory, chunk_ends
 
 CHECKPOINT = 'learner_checkpoint.pt'
 WARM_START = 'warm_start.json'
@@ -200,7 +200,7 @@ class Learner:
     def warm_start_from(self, dataset_root: str | Path, epochs: int = 100) -> Update:
         """``warm_start`` on every episode of the LeRobot datasets under ``dataset_root``, cut
         into the model's action chunks (``core/demos.py``)."""
-        from .demos import demo_chunks, read_episodes
+        from ..episodes.demos import demo_chunks, read_episodes
         episodes = read_episodes(dataset_root)
         states, chunks = demo_chunks(episodes, self.model.chunk)
         up = self.warm_start(torch.from_numpy(states), torch.from_numpy(chunks), epochs)

@@ -1,0 +1,151 @@
+"""``RosRun``: the package's nodes as separate processes with one params file, without `launch`.
+
+What ``run sim_collect``/``sim_train``/``real_collect`` start: each node in its own process
+group with its output streamed and kept under ``<workdir>/node_logs/``, progress and totals
+read from the nodes' /diagnostics (not from printed lines), and an orderly end: wait for the
+env nodes, drain (everything the collector flushed is stored), then SIGINT every node (each
+flushes) and SIGKILL only what did not exit within 30 s. ``command`` is the one place a node's
+command line is made: a subclass can run a node another way (under a network namespace, or
+a test's variant of a node).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+NODE_OF = {'writer': 'replay_buffer_writer_node', 'collector': 'trajectory_collector_node', 'policy': 'policy_node'}
+
+
+class RosRun:
+    def __init__(self, params_yaml: str, workdir: str, quiet: bool = False, extra_env: Optional[dict] = None):
+        self.work = Path(workdir)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.params_file = self.work / 'params.yaml'
+        self.params_file.write_text(params_yaml)
+        self.quiet = quiet
+        self.env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(extra_env or {})}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, list[str]] = {}
+        self.specs: dict[str, tuple[str, list[str]]] = {}
+        self.status: dict[str, dict[str, float]] = {}  # node's fully qualified name -> its latest counters
+        self.t0 = time.monotonic()
+        self.node = None
+
+    # -- processes ---------------------------------------------------------------------------
+    def command(self, name: str, module: str, extra: list[str]) -> list[str]:
+        return [sys.executable, '-m', f'rl_traj_ros.nodes.{module}', '--ros-args', '--params-file',
+                str(self.params_file), *extra]
+
+    def start(self, name: str, module: str, extra: list[str] = ()) -> None:
+        """Start (or start again, after it exited) node ``name``."""
+        extra = list(extra)
+        self.specs[name] = (module, extra)
+        proc = self.procs[name] = subprocess.Popen(self.command(name, module, extra), stdout=subprocess.PIPE,
+                                                   stderr=subprocess.STDOUT, text=True, env=self.env,
+                                                   start_new_session=True)
+        sink = self.logs[name] = []
+        (self.work / 'node_logs').mkdir(exist_ok=True)
+        log_file = open(self.work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs
+
+        def pump(prefix=f'[{name}]'):
+            with log_file:
+                for line in proc.stdout:
+                    sink.append(line)
+                    log_file.write(line)
+                    if not self.quiet:
+                        print(prefix, line, end='', flush=True)
+        threading.Thread(target=pump, daemon=True).start()
+
+    def restart(self, name: str) -> None:
+        self.start(name, *self.specs[name])
+
+    def start_pipeline(self, num_env_nodes: int, extra_nodes: Optional[dict] = None) -> None:
+        """Writer, collector, policy, the extra nodes (teleop, learners), then the env nodes."""
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        rclpy.init()
+        self.node = rclpy.create_node('sim_collect_runner')
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: self.status.update(
+            {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status}), 100)
+        for name, module in NODE_OF.items():
+            self.start(name, module)
+        for name, (module, extra) in (extra_nodes or {}).items():
+            self.start(name, module, extra)
+        for r in range(num_env_nodes):
+            self.start(f'env_{r}', 'franka_env_node', ['-r', f'__ns:=/env_{r}', '-p', f'env_rank:={r}'])
+
+    @property
+    def env_names(self) -> list[str]:
+        return [n for n in self.procs if n.startswith('env_')]
+
+    def stat(self, name: str, key: str, default: float = float('-inf')) -> float:
+        fqn = f'/{name}/franka_env_node' if name.startswith('env_') else f'/{NODE_OF.get(name, name)}'
+        return self.status.get(fqn, {}).get(key, default)
+
+    def spin(self, seconds: float = 0.1) -> None:
+        import rclpy
+        rclpy.spin_once(self.node, timeout_sec=seconds)
+
+    # -- the end -----------------------------------------------------------------------------
+    def wait_env_nodes(self, stop_when_a_node_dies: bool = True) -> None:
+        """Until every env node exited (or, with ``stop_when_a_node_dies``, another node failed:
+        nothing more would be stored), then each env node's last status."""
+        envs = self.env_names
+        while any(self.procs[n].poll() is None for n in envs):
+            self.spin()
+            if stop_when_a_node_dies and any(p.poll() not in (None, 0) for n, p in self.procs.items()
+                                             if n not in envs):
+                break
+        deadline = time.monotonic() + 5.0  # sent and acknowledged before each env node exited
+        while time.monotonic() < deadline and not all(self.stat(n, 'finished', 0) for n in envs):
+            self.spin()
+
+    def drain(self, timeout_s: float) -> tuple[dict, dict]:
+        """Until everything the collector flushed is stored (at once when a node failed)."""
+        from .drain import wait_stored
+        _, col, wr = wait_stored(self.node, timeout_s if not self.failed() else 0.0)
+        return col, wr
+
+    def stop(self) -> None:
+        import rclpy
+        for p in self.procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGINT)
+        for p in self.procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        if self.node is not None:
+            self.node.destroy_node()
+        rclpy.try_shutdown()
+
+    def result(self, failed: list[str], col: dict, wr: dict) -> dict:
+        totals = {'chunks': 0, 'episodes': 0, 'successes': 0, 'env_s': 0.0, 'loop_s': 0.0, 'wait_s': 0.0}
+        for n in self.env_names:
+            for k in totals:
+                totals[k] += type(totals[k])(self.stat(n, k, 0))
+        return {'wall_s': time.monotonic() - self.t0, 'collector': col, 'writer': wr, 'failed': failed, **totals,
+                'exit_codes': {n: p.returncode for n, p in self.procs.items()}, 'logs': self.logs}
+
+    def failed(self) -> list[str]:
+        return [n for n, p in self.procs.items() if p.poll() not in (None, 0)]
+
+    def run(self, num_env_nodes: int, drain_timeout_s: float, extra_nodes: Optional[dict] = None) -> dict:
+        """Start, wait for the env nodes, drain, stop; the figures of the run."""
+        try:
+            self.start_pipeline(num_env_nodes, extra_nodes)
+            self.wait_env_nodes()
+            failed = self.failed()
+            col, wr = self.drain(drain_timeout_s)
+            out = self.result(failed, col, wr)
+        finally:
+            self.stop()
+        return out
