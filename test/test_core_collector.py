@@ -286,23 +286,26 @@ def _chunk(rewards, dones, truncs, rm=None, boot=None, iflags=None, model_flags=
 
 
 def test_reward_model_and_truncation_bootstrap():
-    r = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    dones = torch.tensor([[False, True], [False, False], [True, False]])
-    truncs = torch.tensor([[False, True], [False, False], [False, False]])
-    rm = torch.full((3, 2), 10.0)
-    boot = torch.tensor([[100.0], [200.0], [300.0]])
+    """RLinf's terminal mask is the chunk's last slot: truncations[:, -1] ('standard') or
+    dones[:, -1] ('always'); a done in an earlier slot of the chunk gets no bootstrap."""
+    r = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0], [9.0, 10.0]])
+    dones = torch.tensor([[False, True], [False, False], [True, False], [True, False], [False, True]])
+    truncs = torch.tensor([[False, True], [False, False], [False, False], [True, False], [False, False]])
+    # env 0 truncated in the last slot, 1 running, 2 terminated in slot 0, 3 truncated in slot 0,
+    # 4 terminated in the last slot
+    rm = torch.full((5, 2), 10.0)
+    boot = torch.tensor([[100.0], [200.0], [300.0], [400.0], [500.0]])
     cfg = CollectConfig(reward=RewardConfig(env_reward_weight=0.5, reward_weight=2.0, use_reward_model=True,
                                             auto_reset=True, gamma=0.9))
     step = TrajectoryStep.from_parts(_chunk(r, dones, truncs, rm, boot), cfg)
-    expected = 0.5 * r + 20.0
-    expected[0, 1] += 0.9 * 100.0   # truncated env: bootstrap on the last slot
-    assert torch.allclose(step.rewards, expected)
-    cfg.reward.bootstrap_type = 'always'  # any done bootstraps
+    base = 0.5 * r + 20.0
+    assert torch.allclose(step.rewards[:, 0], base[:, 0])  # never a bootstrap before the last slot
+    assert torch.allclose(step.rewards[:, 1], torch.tensor([21.0 + 90.0, 22.0, 23.0, 24.0, 25.0]))
+    cfg.reward.bootstrap_type = 'always'  # a done in the last slot, whatever ended it
     step = TrajectoryStep.from_parts(_chunk(r, dones, truncs, rm, boot), cfg)
-    expected[2, 1] += 0.9 * 300.0
-    assert torch.allclose(step.rewards, expected)
+    assert torch.allclose(step.rewards[:, 1], torch.tensor([21.0 + 90.0, 22.0, 23.0, 24.0, 25.0 + 450.0]))
     cfg.reward.auto_reset = False
-    assert torch.allclose(TrajectoryStep.from_parts(_chunk(r, dones, truncs, rm, boot), cfg).rewards, 0.5 * r + 20)
+    assert torch.allclose(TrajectoryStep.from_parts(_chunk(r, dones, truncs, rm, boot), cfg).rewards, base)
 
 
 def test_interventions_per_slot_and_model_flag_precedence():

@@ -161,23 +161,21 @@ def test_cache_eviction_order_and_one_read_per_call(tmp_path, monkeypatch):
     monkeypatch.setattr(rb, 'load_trajectory', lambda *a, **k: reads.append(a[0].name) or orig(*a, **k))
     out = buf.sample(300)
     assert sorted(reads) == [f'trajectory_0000000{i}.pt' for i in range(3)]  # each uncached file once
-    gid = out['gid']
-    for i in range(5):  # every sampled row carries the data of its own trajectory row
-        rows = gid[(gid // 10000) == i]
-        assert len(rows)
-    assert torch.equal(out['actions'][0], traj(int(gid[0]) // 10000)['actions'][int(gid[0]) // 100 % 100,
-                                                                                int(gid[0]) % 100])
+    assert set((out['gid'] // 10000).tolist()) == set(range(5))  # cached and uncached trajectories drawn
+    _row_matches(out)  # every sampled row equals its source row, field by field
     buf.close()
     buf.close()  # twice is safe
 
 
-def _row_matches(out, i=None):
-    """Every sampled row carries its own trajectory's data (gid encodes trajectory, t, b)."""
+def _row_matches(out):
+    """Every sampled row equals its source row in every field (gid encodes trajectory, t, b)."""
+    assert len(out['gid'])
     for n in range(len(out['gid'])):
         g = int(out['gid'][n])
         src = traj(g // 10000)
-        assert torch.equal(out['actions'][n], src['actions'][g // 100 % 100, g % 100])
-        assert torch.equal(out['obs/image'][n], src['obs/image'][g // 100 % 100, g % 100])
+        assert set(out) == set(src)
+        for k in src:
+            assert torch.equal(out[k][n], src[k][g // 100 % 100, g % 100]), (k, g)
 
 
 @pytest.mark.parametrize('fmt', ['pt', 'pkl'])
@@ -367,3 +365,23 @@ def test_sigkill_mid_write_leaves_a_loadable_buffer(tmp_path):
     assert again.add_trajectories([traj(99)])[0] >= len(ids)  # appends, never overwrites
     again.close()
     assert not list(d.glob('.*.tmp'))
+
+
+def test_the_sampler_is_a_part_the_buffer_composes(tmp_path):
+    """A sampler decides which rows (``sampler.sample(window, n)``), the buffer gathers them
+    (``buffer.get``): here one that takes only the window's newest trajectory, row by row."""
+    class NewestOnly:
+        def sample(self, window, num):
+            rows = torch.arange(num) % window[-1].num_samples
+            return torch.full((num,), len(window) - 1), rows
+
+    buf = TrajectoryReplayBuffer(sample_window_size=3, cache_size=1, sampler=NewestOnly(),
+                                 storage=TrajectoryFiles(tmp_path))
+    buf.add_trajectories([traj(i) for i in range(5)])
+    out = buf.sample(12)
+    assert (out['gid'] // 10000).tolist() == [4] * 12
+    assert (out['gid'] % 10000).tolist() == [0, 1, 100, 101, 200, 201] * 2  # time-major rows in order
+    _row_matches(out)
+    which, rows = NewestOnly().sample(buf._window(), 4)
+    assert torch.equal(buf.get(which - 2, rows)['gid'], out['gid'][:4] - 20000)  # position 0 of the window: #2
+    buf.close()

@@ -10,7 +10,7 @@ from rl_traj_ros.collect.joiner import JoinedChunk
 from rl_traj_ros.data.schema import (EnvPart, EnvTransition, MalformedPartError, PolicyOutput, PolicyPart,
                                      RewardConfig, TrajectoryKey, TrajectorySource)
 from rl_traj_ros.collect.steps import CollectConfig, TrajectoryStep
-from rl_traj_ros.learning.advantages import compute_loss_mask
+from rl_traj_ros.learning.advantages import compute_loss_mask, masked_normalize
 from rl_traj_ros.data.tree import tree_equal
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 
@@ -70,6 +70,28 @@ def test_loss_mask_masks_steps_after_an_envs_first_done():
     assert m[:, 1].tolist() == [[True, True], [True, True], [True, False]]
 
 
+def test_masked_normalization_by_hand_one_env_done_after_chunk_0_the_other_at_the_last_chunk():
+    """One epoch, L=3 chunks of C=1 slot, 2 envs. Env 0 is done after chunk 0, env 1 only at
+    the last chunk. A chunk is in the loss mask iff no done occurred in an earlier chunk of the
+    epoch (d_before included): env 0's chunk 0 and all of env 1's. Masked statistics over
+    {1, 2, 4, 6}: mean 3.25, population variance 3.6875; every entry normalized with them."""
+    d = torch.zeros(4, 2, 1, dtype=torch.bool)   # [d_before, after chunk 0, 1, 2]
+    d[1, 0, 0] = True
+    d[3, 1, 0] = True
+    valid = compute_loss_mask(d, 1).any(-1, keepdim=True)
+    assert valid[..., 0].tolist() == [[True, True], [False, True], [False, True]]
+    adv = torch.tensor([[1.0, 2.0], [5.0, 4.0], [7.0, 6.0]]).unsqueeze(-1)   # [T, B, 1]
+    std = (3.6875 + 1e-5) ** 0.5
+    want = torch.tensor([[1 - 3.25, 2 - 3.25], [5 - 3.25, 4 - 3.25], [7 - 3.25, 6 - 3.25]]).unsqueeze(-1) / std
+    got = masked_normalize(adv, valid)
+    assert torch.allclose(got, want, atol=1e-6)
+    assert torch.allclose(got[..., 0], torch.tensor([[-1.17170, -0.65095], [0.91132, 0.39057], [1.95283, 1.43208]]),
+                          atol=1e-5)
+    # a start-of-epoch reset (d_before) masks an env's whole epoch
+    d[0, 1, 0] = True
+    assert not bool(compute_loss_mask(d, 1)[:, 1].any())
+
+
 def pipeline_outputs(sources, auto_reset=True, **kw):
     spec = SyntheticSpec(num_epochs=1, chunks_per_epoch=3, sources=((0, 0), (1, 0), (2, 0)), envs_per_source=2,
                          chunk=2, action_dim=3, done_prob=0.3, seed=11)
@@ -89,8 +111,8 @@ def test_pipeline_without_auto_reset_carries_a_loss_mask_and_normalizes_over_it(
         valid = t.loss_mask.any(-1, keepdim=True)
         x = r.trajectory.advantages
         mean, var = x[valid].mean(), x[valid].var(unbiased=False)  # statistics of the valid chunks only
-        assert torch.allclose(t.advantages[valid], ((x - mean) / torch.sqrt(var + 1e-5))[valid], atol=1e-6)
-        assert torch.equal(t.advantages[~valid], x[~valid])
+        # every entry normalized with the valid chunks' statistics (RLinf's masked normalization)
+        assert torch.allclose(t.advantages, (x - mean) / torch.sqrt(var + 1e-5), atol=1e-6)
     assert any(not bool(o.trajectory.loss_mask.all()) for o in outs)  # the mask masked something
     assert all(o.trajectory.loss_mask is None for o in pipeline_outputs(srcs))  # auto-reset: no mask
 

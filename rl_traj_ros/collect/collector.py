@@ -150,7 +150,8 @@ class TrajectoryCollector:
         self.ledger = RowLedger()  # which rows of joined chunks are not yet stored downstream
         self._acc: dict[Hashable, TrajectoryAccumulator] = defaultdict(TrajectoryAccumulator)
         self._open_episodes: dict[tuple[SourceId, int], dict[str, Any]] = {}
-        self.stats = {'parts': 0, 'joined': 0, 'rejected': 0, 'flushed': 0, 'build_failures': 0, 'dropped_episodes': 0}
+        self.stats = {'parts': 0, 'joined': 0, 'rejected': 0, 'flushed': 0, 'build_failures': 0, 'dropped_episodes': 0,
+                      'dropped_rows': 0}
         self._failed: set[TrajectoryKey] = set()
         self._settled: list[TrajectoryKey] = []  # every row stored (or dropped on purpose): ack upstream
         self._last_outputs: list[CollectorOutput] = []
@@ -375,6 +376,7 @@ class TrajectoryCollector:
         cells = [(k, env_index) for k in ep['keys']]
         if plan.only_success and not episode.success:
             self.stats['dropped_episodes'] += 1
+            self.stats['dropped_rows'] += len(cells)
             self._settle(self.ledger.discard(cells))  # consumed on purpose: upstream may forget them
             return []
         out = CollectorOutput('lerobot', ep['steps'][-1], source_id, trajectory=episode.as_trajectory(),
@@ -385,6 +387,10 @@ class TrajectoryCollector:
     def open_episodes(self) -> dict[tuple[SourceId, int], int]:
         """Chunks held per unfinished episode (they carry over to the next training step)."""
         return {k: len(v['rows']) for k, v in self._open_episodes.items()}
+
+    def open_cells(self) -> list[tuple[TrajectoryKey, int]]:
+        """The (chunk key, env row) cells of the unfinished episodes: joined, not yet emitted."""
+        return [(k, env) for (_, env), ep in self._open_episodes.items() for k in ep['keys']]
 
 
 def _env_obs(obs: dict, t: int, b: int) -> dict:

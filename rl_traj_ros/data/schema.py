@@ -273,8 +273,11 @@ class EnvTransition:
         else:
             r = r.clone()
         if cfg.auto_reset and bootstrap_values is not None:
+            # RLinf's terminal mask is the chunk's LAST slot (truncations[:, -1], or dones[:, -1]
+            # for the "always" type): the bootstrap value is V(s) after the whole chunk, so an
+            # episode truncated in an earlier slot gets no bootstrap here
             ended = self.truncations if cfg.bootstrap_type == 'standard' else self.dones
-            ended = ended.any(dim=-1).to(torch.float32)
+            ended = ended[:, -1].to(torch.float32)
             r[:, -1] += cfg.gamma * bootstrap_values.reshape(-1).to(torch.float32) * ended
         return r
 

@@ -54,7 +54,8 @@ def compute_loss_mask(dones: torch.Tensor, num_epochs: int) -> torch.Tensor:
 
 def masked_normalize(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """``(x - mean) / sqrt(var + 1e-5)`` with population statistics over the entries where
-    ``mask`` is set (all entries without a mask); masked-out entries are left as they were."""
+    ``mask`` is set (all entries without a mask), applied to EVERY entry: RLinf's masked
+    normalization (masked-out entries carry no loss, but they are not left on another scale)."""
     if mask is None:
         return (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + 1e-5)
     m = mask.to(torch.bool).expand_as(x)
@@ -62,7 +63,7 @@ def masked_normalize(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Ten
         return x
     sel = x[m]
     mean, var = sel.mean(), sel.var(unbiased=False)
-    return torch.where(m, (x - mean) / torch.sqrt(var + 1e-5), x)
+    return (x - mean) / torch.sqrt(var + 1e-5)
 
 def trajectory_advantages(traj: Trajectory, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
     return compute_gae(traj.rewards, traj.prev_values, traj.dones, traj.num_epochs, gamma, gae_lambda)

@@ -7,8 +7,8 @@ field's ``array.array`` without copying, and ``torch.from_numpy`` shares that me
 """
 from __future__ import annotations
 
-import math
 import functools
+import math
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
