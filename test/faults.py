@@ -64,7 +64,7 @@ def run_with_faults(params: dict, num_env_nodes: int, workdir: str, chaos, drain
         run.wait_env_nodes(stop_when_a_node_dies=False)
         failed = run.failed()
         col, wr = run.drain(drain_timeout_s)
-        out = run.result(failed, col, wr)
+        wall = time.monotonic() - run.t0
     finally:
         run.stop()
-    return out
+    return run.result(failed, col, wr, wall)

@@ -127,12 +127,13 @@ class RosRun:
             self.node.destroy_node()
         rclpy.try_shutdown()
 
-    def result(self, failed: list[str], col: dict, wr: dict) -> dict:
+    def result(self, failed: list[str], col: dict, wr: dict, wall_s: float) -> dict:
+        """The run's figures, once every node exited (their exit codes)."""
         totals = {'chunks': 0, 'episodes': 0, 'successes': 0, 'env_s': 0.0, 'loop_s': 0.0, 'wait_s': 0.0}
         for n in self.env_names:
             for k in totals:
                 totals[k] += type(totals[k])(self.stat(n, k, 0))
-        return {'wall_s': time.monotonic() - self.t0, 'collector': col, 'writer': wr, 'failed': failed, **totals,
+        return {'wall_s': wall_s, 'collector': col, 'writer': wr, 'failed': failed, **totals,
                 'exit_codes': {n: p.returncode for n, p in self.procs.items()}, 'logs': self.logs}
 
     def failed(self) -> list[str]:
@@ -145,7 +146,7 @@ class RosRun:
             self.wait_env_nodes()
             failed = self.failed()
             col, wr = self.drain(drain_timeout_s)
-            out = self.result(failed, col, wr)
+            wall = time.monotonic() - self.t0
         finally:
             self.stop()
-        return out
+        return self.result(failed, col, wr, wall)

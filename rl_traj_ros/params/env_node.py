@@ -1,0 +1,60 @@
+"""Parameters of ``franka_env_node`` (sim or franky)."""
+from .spec import Param, pick
+from .shared import SHARED
+
+ENV_NODE = {
+    **pick(SHARED, 'diagnostics_period_s', 'num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch',
+           'image_size', 'num_env_nodes'),
+    'autostart': Param(True, 'configure and activate at start-up; false: wait for lifecycle transitions '
+                             '(ros2 lifecycle set, the real-robot launch)'),
+    'env_rank': Param(0, 'global rank of this env worker (TrajectoryKey.env_rank)'),
+    'stage_id': Param(0, 'pipeline stage of this worker'),
+    'num_steps': Param(1, 'training steps to run (with target_successes: a cap; 0 = none)', (0, 1 << 40)),
+    'start_step': Param(0, 'first step_id (keys stay unique when a run appends to stored data)', (0, 1 << 40)),
+    'target_successes': Param(0, 'stop at the next step boundary after this many successful episodes', (0, 1 << 40)),
+    'seed': Param(0, 'env seed'),
+    'image_obs': Param(False, 'render the front and wrist cameras'),
+    'max_episode_steps': Param(100, 'episode time limit (truncation)', (1, 1 << 30)),
+    'state_split': Param('train', "sim: initial states from the state-id table's 'train' or held-out 'eval' "
+                                  "ids, one per episode; '' = gym-hil's fixed start"),
+    'state_seed': Param(0, 'sim: seed of the state-id table (same seed, same states in any process)'),
+    'num_train_states': Param(4096, 'sim: training state ids [0, N)', (1, 1 << 40)),
+    'num_eval_states': Param(256, 'sim: held-out state ids [N, N + M)', (0, 1 << 40)),
+    'task_id': Param(0, 'sim: 0 = pick and lift the cube, 1 = reach the cube (state only, dense reward)', (0, 1)),
+    'reply_timeout_s': Param(300.0, 'give up when the policy does not answer a chunk in time', (0.1, 86400.0)),
+    'request_resend_s': Param(5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes',
+                              (0.1, 3600.0)),
+    'intervention_timeout_s': Param(0.25, 'interventions older than this are stale and ignored', (0.0, 3600.0)),
+    'camera_topic_rate_hz': Param(2.0, 'rate of the sensor_msgs/Image side topic; 0 = off', (0.0, 1000.0)),
+    'env_type': Param('sim', "'sim' (gym-hil MuJoCo Franka) or 'franky' (a real Franka via franky; franky-sim)"),
+    'robot_ip': Param('172.16.0.2', 'franky: robot (or franky-sim) address'),
+    'target_ee_pose': Param([0.5, 0.0, 0.3], 'franky: [x,y,z] | + rotation vector | + quaternion xyzw'),
+    'pos_tolerance': Param(0.02, 'franky: success position tolerance (m)', (0.0, 1.0)),
+    'rot_tolerance': Param(0.25, 'franky: success rotation tolerance (rad)', (0.0, 3.1416)),
+    'success_hold_steps': Param(3, 'franky: steps the TCP must stay within tolerance', (1, 100000)),
+    'action_scale': Param([0.05, 0.2], 'franky: metres and radians per unit action'),
+    'no_gripper': Param(False, 'franky: arm without gripper (6-D actions)'),
+    'workspace_min': Param([0.3, -0.3, 0.1], 'franky: TCP box, enforced before sending'),
+    'workspace_max': Param([0.7, 0.3, 0.6], 'franky: TCP box, enforced before sending'),
+    'max_step_m': Param(0.03, 'franky: per-step translation limit (velocity limit)', (0.0, 0.5)),
+    'control_dt': Param(0.1, 'franky: control period (s)', (0.001, 10.0)),
+    'task_description': Param('pick up the cube', 'recorded task (record_task_description)'),
+    'teleop_only': Param(False, 'demonstrations: execute the teleop action every step, flags all 1'),
+    'require_teleop': Param(False, 'never move without a teleop device: wait for an Intervention publisher '
+                                   'before the first motion (reset included) and before every chunk'),
+    'teleop_timeout_s': Param(30.0, 'require_teleop: fail (exit 1, nothing moved) when no teleop device '
+                                    'publishes for this long', (0.0, 86400.0)),
+    'collect_episodes': Param(False, 'record episodes with CollectEpisode'),
+    'collect_dir': Param('outputs/collected_data', 'CollectEpisode save_dir (env_<rank> appended)'),
+    'export_format': Param('lerobot', "'lerobot' or 'pickle'"),
+    'lerobot_version': Param('v3.0', "'v3.0' or 'v2.1'"),
+    'dataset_naming': Param('lerobot', "'lerobot' (observation.state, observation.images.<camera>, action, "
+                                       "next.reward/done/success) or 'rlinf' (image, state, actions, done, "
+                                       "is_success)"),
+    'image_storage': Param('png', "'png' (lossless, inside the Parquet data) or 'video' (MP4, AV1 as "
+                                  "lerobot 0.6.1 encodes it; v3.0 only)"),
+    'camera_names': Param(['front', 'wrist'], 'dataset camera names, main camera first (lerobot naming)'),
+    'only_success': Param(False, 'CollectEpisode only_success'),
+    'fps': Param(10, 'dataset fps', (1, 1000)),
+    'finalize_interval': Param(20, 'CollectEpisode finalize_interval', (0, 1 << 30)),
+}

@@ -1,0 +1,26 @@
+"""Parameters that several nodes declare: one meaning, one default, one range."""
+from .spec import Param
+
+GAMMA = 0.99        # the discount every config and factory defaults to
+GAE_LAMBDA = 0.95
+
+SHARED = {
+    'topic_prefix': Param('/rl_traj', 'namespace of the data-path topics'),
+    'num_envs': Param(2, 'B: parallel envs per env node', (1, 4096)),
+    'num_env_nodes': Param(1, 'env nodes of the run (a step holds num_envs x num_env_nodes env rows)',
+                           (1, 4096)),
+    'chunk': Param(4, 'C: control steps per action chunk', (1, 1024)),
+    'action_dim': Param(7, 'A: actions per control step ([dx, dy, dz, drx, dry, drz, gripper])', (1, 64)),
+    'num_epochs': Param(1, 'E: rollout epochs per training step', (1, 1024)),
+    'chunks_per_epoch': Param(10, 'L: chunks per epoch', (1, 100000)),
+    'gamma': Param(GAMMA, 'discount', (0.0, 1.0)),
+    'gae_lambda': Param(GAE_LAMBDA, 'GAE lambda', (0.0, 1.0)),
+    'state_dim': Param(21, 'length of obs/states', (1, 1 << 20)),
+    'hidden': Param(128, 'hidden width of the actor-critic MLP', (1, 1 << 16)),
+    'image_size': Param(128, 'camera height and width', (16, 4096)),
+    'resend_after_s': Param(30.0, 'resend what the consumer has not acknowledged after this long', (0.1, 86400.0)),
+    'diagnostics_period_s': Param(1.0, 'progress on /diagnostics every this many seconds (0 = only at exit)',
+                                  (0.0, 3600.0)),
+    'num_actors': Param(1, 'pipeline: actor ranks', (1, 4096)),
+    'collect_transitions': Param(False, 'keep curr_obs/next_obs (whole transitions) in the parts and trajectories'),
+}
