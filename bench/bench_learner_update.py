@@ -20,9 +20,9 @@ import time
 import torch
 
 from rl_traj_ros.data.identity import TrajectoryId
+from rl_traj_ros.data.trajectory import Trajectory
 from rl_traj_ros.learning.learner import Learner, LearnerConfig
 from rl_traj_ros.learning.ppo import PPOConfig, PPOUpdater, training_batch
-from rl_traj_ros.data.trajectory import Trajectory
 from rl_traj_ros.policies.actor_critic import ActorCritic
 
 C, A, S = 4, 7, 21

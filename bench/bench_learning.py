@@ -170,21 +170,10 @@ def report(results: dict, args) -> None:
 
 
 def plot(results: dict, out: str) -> None:
-    from PIL import Image, ImageDraw
-    w, h, pad = 640, 360, 40
-    img = Image.new('RGB', (w, h), 'white')
-    d = ImageDraw.Draw(img)
-    tmax = max(t for curve, _ in results.values() for t, _ in curve) or 1.0
-    d.rectangle([pad, 20, w - 10, h - pad], outline='black')
-    for (name, (curve, _)), color, row in zip(results.items(), ('blue', 'red'), range(2)):
-        pts = [(pad + (w - 10 - pad) * t / tmax, h - pad - (h - pad - 20) * s) for t, s in curve]
-        d.line(pts, fill=color, width=2)
-        d.text((pad + 8, 26 + 14 * row), name, fill=color)
-    d.text((4, 16), '100%', fill='gray')
-    d.text((10, h - pad - 10), '0%', fill='gray')
-    d.text((w - 90, h - pad + 6), f'{tmax:.0f} s wall', fill='gray')
-    d.text((pad, h - pad + 6), 'held-out success vs wall time', fill='gray')
-    img.save(out)
+    from rl_traj_ros.viz.curves import plot_curves
+    plot_curves({name: curve for name, (curve, _) in results.items()}, out,
+                'held-out success against wall time (same run, same budget)', 'wall time (s)',
+                'held-out success', percent=True)
 
 
 if __name__ == '__main__':

@@ -37,10 +37,10 @@ def main() -> None:
     import rclpy
     from rl_traj_ros import msg as M
     from rl_traj_ros.data.identity import new_run_id
+    from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
     from rl_traj_ros.nodes.common import make_executor
     from rl_traj_ros.ros import conversion as cv
     from rl_traj_ros.ros.qos import DATA_QOS
-    from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
     os.environ.setdefault('ROS_DOMAIN_ID', str(120 + os.getpid() % 50))
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     out = Path(tempfile.mkdtemp(prefix='bench_long_run_'))

@@ -21,10 +21,20 @@ HERE = Path(__file__).resolve().parent
 
 
 class FaultRun(RosRun):
-    def __init__(self, params: dict, workdir: str, prefix: Optional[dict] = None, slow_disk_s: float = 0.0):
+    """``RosRun`` with ``chaos(run)`` started once the nodes are, and a node's death not ending
+    the run (the chaos may have killed it on purpose)."""
+
+    def __init__(self, params: dict, workdir: str, chaos, prefix: Optional[dict] = None, slow_disk_s: float = 0.0):
         super().__init__(sc.params_yaml(params), workdir, quiet=True,
                          extra_env={'SLOW_DISK_S': str(slow_disk_s)} if slow_disk_s else None)
-        self.prefix, self.slow_disk_s = prefix or {}, slow_disk_s
+        self.chaos, self.prefix, self.slow_disk_s = chaos, prefix or {}, slow_disk_s
+
+    def start_pipeline(self, num_env_nodes, extra_nodes=None):
+        super().start_pipeline(num_env_nodes, extra_nodes)
+        threading.Thread(target=self.chaos, args=(self,), daemon=True).start()
+
+    def wait_env_nodes(self, stop_when_a_node_dies=True):
+        super().wait_env_nodes(stop_when_a_node_dies=False)
 
     def command(self, name, module, extra):
         cmd = super().command(name, module, extra)
@@ -55,16 +65,5 @@ class FaultRun(RosRun):
 
 def run_with_faults(params: dict, num_env_nodes: int, workdir: str, chaos, drain_timeout_s: float = 120.0,
                     prefix: Optional[dict] = None, slow_disk_s: float = 0.0) -> dict:
-    """Like ``sim_collect.run_ros``, except that a node that dies does not end the run (the
-    chaos may have killed it on purpose)."""
-    run = FaultRun(params, workdir, prefix, slow_disk_s)
-    try:
-        run.start_pipeline(num_env_nodes)
-        threading.Thread(target=chaos, args=(run,), daemon=True).start()
-        run.wait_env_nodes(stop_when_a_node_dies=False)
-        failed = run.failed()
-        col, wr = run.drain(drain_timeout_s)
-        wall = time.monotonic() - run.t0
-    finally:
-        run.stop()
-    return run.result(failed, col, wr, wall)
+    """Like ``sim_collect.run_ros``, with ``chaos`` injecting faults while the env nodes work."""
+    return FaultRun(params, workdir, chaos, prefix, slow_disk_s).run(num_env_nodes, drain_timeout_s)

@@ -273,13 +273,15 @@ def test_visual_tools(tmp_path):
     from rl_traj_ros.viz.dataset_frames import export_frames
     with TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(tmp_path / 'buf')) as buf:
         for i in range(3):
-            img = torch.full((4, 2, 16, 16, 3), 40 * i, dtype=torch.uint8)
+            img = torch.full((4, 2, 16, 16, 3), 20 + 40 * i, dtype=torch.uint8)
             buf.add_trajectories([{'curr_obs/main_images': img, 'rewards': torch.ones(4, 2, 1),
                                    'dones': torch.zeros(4, 2, 1, dtype=torch.bool)}])
     sheet = PILImage.open(make_contact_sheet(str(tmp_path / 'buf'), str(tmp_path / 'sheet.png'), max_tiles=12,
                                              columns=4, tile=32))
-    assert sheet.size == (128, 3 * 46)
-    assert sheet.getpixel((5, 5)) == (0, 0, 0) and sheet.getpixel((32 * 2 + 5, 46 * 2 + 5)) == (80, 80, 80)
+    import numpy as np
+    px = np.asarray(sheet.convert('RGB')).reshape(-1, 3)
+    for level in (20, 60, 100):  # each trajectory's frames drawn as they are (4 tiles of ~32x32 px each)
+        assert int((px == level).all(1).sum()) > 2000, level
     for naming, storage, main, extra, state in (('lerobot', 'png', 'main', 'extra_1', 'observation.state'),
                                                 ('rlinf', 'png', 'image', 'extra_view_image-1', 'state'),
                                                 ('lerobot', 'video', 'main', 'extra_1', 'observation.state')):

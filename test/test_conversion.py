@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from rl_traj_ros import msg as M
-from rl_traj_ros.data.schema import ActionChunk, PolicyInput, TrajectoryKey
-from rl_traj_ros.data.tree import tree_equal
 from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
-from rl_traj_ros.ros import conversion as cv
+from rl_traj_ros.data.schema import ActionChunk, PolicyInput, TrajectoryKey
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
+from rl_traj_ros.data.tree import tree_equal
+from rl_traj_ros.ros import conversion as cv
 from rclpy.serialization import deserialize_message, serialize_message
 
 TORCH_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
@@ -95,7 +95,7 @@ def test_trajectory_round_trip():
         outs += col.push(pol) + col.push(env)
     assert len(outs) == 2
     for o in outs:
-        m = wire(cv.trajectory_to_msg(o.trajectory, 'rollout', o.step_id, o.source_id))
+        m = wire(cv.trajectory_to_msg(o.trajectory))
         t = cv.trajectory_from_msg(m)
         assert t.keys == o.trajectory.keys and t.num_epochs == 2
         assert tree_equal(t.to_dict(), o.trajectory.to_dict())

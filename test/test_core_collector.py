@@ -9,12 +9,12 @@ from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
 from rl_traj_ros.collect.joiner import ChunkJoiner, DuplicateChunkError
 from rl_traj_ros.data.schema import (EnvPart, EnvTransition, MalformedPartError, PolicyOutput, PolicyPart,
                                      RewardConfig, TrajectoryKey, TrajectorySource)
-from rl_traj_ros.collect.steps import CollectConfig, TrajectoryStep
-from rl_traj_ros.data.trajectory import Trajectory
-from rl_traj_ros.learning.advantages import compute_gae, trajectory_advantages
 from rl_traj_ros.collect.joiner import JoinedChunk
-from rl_traj_ros.data.tree import tree_equal
+from rl_traj_ros.collect.steps import CollectConfig, TrajectoryStep
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
+from rl_traj_ros.data.trajectory import Trajectory
+from rl_traj_ros.data.tree import tree_equal
+from rl_traj_ros.learning.advantages import compute_gae, trajectory_advantages
 
 SPEC = SyntheticSpec(num_epochs=2, chunks_per_epoch=3, sources=((0, 0), (1, 0)), envs_per_source=2, chunk=2,
                      action_dim=3, image_hw=(4, 4))

@@ -9,10 +9,10 @@ from rclpy.executors import SingleThreadedExecutor
 from rl_traj_ros import msg as M
 from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
 from rl_traj_ros.data.schema import ActionChunk, PolicyInput
+from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 from rl_traj_ros.data.tree import tree_equal
 from rl_traj_ros.ros import conversion as cv
 from rl_traj_ros.ros.qos import DATA_QOS
-from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 
 from rosutil import ros_process, spin_until, wait_matched
 
@@ -33,7 +33,7 @@ def test_every_message_type_round_trips_between_processes(rclpy_context):
         'EnvPart': cv.env_part_to_msg(env),
         'PolicyInput': cv.policy_input_to_msg(PolicyInput(pol.sources, pol.obs, env)),
         'ActionChunk': cv.action_chunk_to_msg(ActionChunk(pol.sources, pol.actions, 3)),
-        'Trajectory': cv.trajectory_to_msg(traj, 'rollout', 0, (0, 0)),
+        'Trajectory': cv.trajectory_to_msg(traj),
         'Intervention': interv,
     }
     assert sum(len(t.data) for t in sent['PolicyPart'].obs.tensors) >= 8 * 128 * 128 * 3 * 2

@@ -5,15 +5,15 @@ import json
 import pytest
 import torch
 
-from rl_traj_ros.storage import files
 from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
-from rl_traj_ros.delivery.sink import ExactlyOnceSink
-from rl_traj_ros.delivery.outbox import Outbox, RecentKeys
-from rl_traj_ros.delivery.ledger import RowLedger
 from rl_traj_ros.data.identity import TrajectoryId
-from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
 from rl_traj_ros.data.schema import MalformedPartError, TrajectoryKey
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts, stored_cells
+from rl_traj_ros.delivery.ledger import RowLedger
+from rl_traj_ros.delivery.outbox import Outbox, RecentKeys
+from rl_traj_ros.delivery.sink import ExactlyOnceSink
+from rl_traj_ros.storage import files
+from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
 
 K = [TrajectoryKey(0, 0, 0, 0, c) for c in range(3)]
 

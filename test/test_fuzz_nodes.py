@@ -13,9 +13,9 @@ from rl_traj_ros import msg as M
 from rl_traj_ros import srv as S
 from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
 from rl_traj_ros.data.schema import PolicyInput
+from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 from rl_traj_ros.ros import conversion as cv
 from rl_traj_ros.ros.qos import DATA_QOS
-from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 
 from rosutil import ros_process, spin_until, wait_matched
 

@@ -225,9 +225,9 @@ def test_a_stored_trajectory_reads_back_as_the_trajectory_the_learner_trains_on(
     """The writer's storage layout (chunk-aligned rows) back to a Trajectory: what a restarted
     learner catches up from gives the same training batch as the live message did."""
     from rl_traj_ros.data.identity import TrajectoryId
-    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
-    from rl_traj_ros.storage.index import read_stored_trajectories
     from rl_traj_ros.data.schema import TrajectoryKey
+    from rl_traj_ros.storage.index import read_stored_trajectories
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
     d = torch.zeros(2 * 3, 2, 4, dtype=torch.bool)  # 2 epochs of 2 chunks: [T+E] = 6 boundary rows
     d[2, 0, 1] = d[4, 1, 3] = True
     traj = _trajectory(t=4, b=2, c=4, a=7, dones=d)
@@ -317,7 +317,7 @@ def test_critic_warmup_updates_leave_the_actor_unchanged():
     from rl_traj_ros.learning.learner import Learner, LearnerConfig
     lrn = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4, critic_warmup=1),
                   LearnerConfig(rows_per_step=2, action_dim=7), seed=0)
-    actor = {k: v.clone() for k, v in lrn.model.state_dict().items() if k.startswith(('trunk', 'mean', 'log_std'))}
+    actor = {k: v.clone() for k, v in lrn.model.state_dict().items() if k.startswith(('actor', 'mean', 'log_std'))}
     first = lrn.offer(_step_trajectory(0, 1))
     assert first.metrics['critic_warmup'] == 1.0
     assert all(torch.equal(first.state_dict[k], v) for k, v in actor.items())  # the policy did not move
@@ -325,3 +325,36 @@ def test_critic_warmup_updates_leave_the_actor_unchanged():
     second = lrn.offer(_step_trajectory(1, 2))
     assert second.metrics['critic_warmup'] == 0.0
     assert not all(torch.equal(second.state_dict[k], v) for k, v in actor.items())  # now PPO moves it
+
+
+def test_behaviour_cloning_trains_the_actor_whatever_the_critic_is_called():
+    """Learning depends on the policy protocol (``actor_parameters``), not on parameter names:
+    a policy whose critic has another name keeps it untouched."""
+    from torch import nn
+
+    from rl_traj_ros.learning.ppo import behavior_clone
+    from rl_traj_ros.policies.protocol import TrainablePolicy
+
+    class OtherNames(ActorCritic):
+        def __init__(self):
+            super().__init__(4, 2, 1, hidden=8, seed=3)
+            self.v_net = nn.Linear(4, 1)   # a critic under a name no prefix rule knows
+
+    model = OtherNames()
+    assert isinstance(model, TrainablePolicy)
+    critic = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(('critic', 'value', 'v_net'))}
+    actor = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(('actor', 'mean'))}
+    states = torch.randn(64, 4)
+    m = behavior_clone(model, states, torch.tanh(states[:, :2]), epochs=20, minibatch_size=16)
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in critic.items())
+    assert all(not torch.equal(after[k], v) for k, v in actor.items())
+    assert m['bc_mse_after'] < m['bc_mse_before']
+
+
+def test_weights_saved_with_the_old_actor_name_still_load():
+    model = ActorCritic(4, 2, 1, hidden=8, seed=1)
+    old = {(k.replace('actor.', 'trunk.', 1) if k.startswith('actor.') else k): v for k, v in model.state_dict().items()}
+    fresh = ActorCritic(4, 2, 1, hidden=8, seed=2)
+    fresh.load_state_dict(old)
+    assert all(torch.equal(fresh.state_dict()[k], v) for k, v in model.state_dict().items())

@@ -10,15 +10,15 @@ import time
 import pytest
 import torch
 
-from rl_traj_ros.storage import replay_buffer as rb
 from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
-from rl_traj_ros.storage.cache import TrajectoryCache
-from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
-from rl_traj_ros.storage.layout import flatten_trajectory
-from rl_traj_ros.storage.sampler import locate
-from rl_traj_ros.storage import index as index_module
-from rl_traj_ros.storage.files import BufferFileError, TrajectoryFiles
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
+from rl_traj_ros.storage import replay_buffer as rb
+from rl_traj_ros.storage import index as index_module
+from rl_traj_ros.storage.cache import TrajectoryCache
+from rl_traj_ros.storage.files import BufferFileError, TrajectoryFiles
+from rl_traj_ros.storage.layout import flatten_trajectory
+from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+from rl_traj_ros.storage.sampler import locate
 
 
 def traj(tid, t=3, b=2):

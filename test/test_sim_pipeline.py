@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from rl_traj_ros.data.schema import TrajectoryKey
-from rl_traj_ros.storage.files import load_trajectory
 from rl_traj_ros.pipelines import sim_collect as sc
+from rl_traj_ros.storage.files import load_trajectory
 
 from rosutil import ROOT
 

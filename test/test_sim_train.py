@@ -14,8 +14,8 @@ import time
 import pytest
 import torch
 
-from rl_traj_ros.storage.files import load_trajectory
 from rl_traj_ros.policies.actor_critic import ActorCritic
+from rl_traj_ros.storage.files import load_trajectory
 
 from rosutil import ROOT
 
@@ -61,7 +61,7 @@ def test_sim_train_updates_every_step_and_the_versions_are_in_the_data(dds_run):
     assert [e.step for e in events.Scalars('learner/policy_loss')] == [0, 1, 2]
     assert {'learner/success_rate', 'learner/approx_kl', 'learner/samples_per_s'} <= set(events.Tags()['scalars'])
     from PIL import Image
-    assert Image.open(dds_run / 'learning_curve.png').size == (720, 440)
+    assert Image.open(dds_run / 'learning_curve.png').size == (1040, 870)  # 2 x 3 panels (learning_curve.PANELS)
     ckpt = torch.load(dds_run / 'learner' / 'learner_checkpoint.pt', weights_only=True)
     assert ckpt['version'] == 3 and ckpt['trained_steps'] == [0, 1, 2]
     by_step = {s: d for (s, _), d in _stored_by_step(dds_run).items()}

@@ -10,9 +10,9 @@ from rl_traj_ros.collect.joiner import JoinedChunk
 from rl_traj_ros.data.schema import (EnvPart, EnvTransition, MalformedPartError, PolicyOutput, PolicyPart,
                                      RewardConfig, TrajectoryKey, TrajectorySource)
 from rl_traj_ros.collect.steps import CollectConfig, TrajectoryStep
-from rl_traj_ros.learning.advantages import compute_loss_mask, masked_normalize
-from rl_traj_ros.data.tree import tree_equal
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
+from rl_traj_ros.data.tree import tree_equal
+from rl_traj_ros.learning.advantages import compute_loss_mask, masked_normalize
 
 B, C, A = 2, 2, 3
 

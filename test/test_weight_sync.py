@@ -7,8 +7,8 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 import rl_traj_ros.msg as M
-from rl_traj_ros.learning import weights as W
 from rl_traj_ros.data.schema import PolicyInput, TrajectoryKey, TrajectorySource
+from rl_traj_ros.learning import weights as W
 from rl_traj_ros.policies.actor_critic import ActorCritic
 from rl_traj_ros.ros import conversion as cv
 from rl_traj_ros.ros.qos import DATA_QOS, WEIGHTS_QOS

@@ -5,8 +5,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterable, Optional, TypeVar, Union
 
-from ..delivery.outbox import RecentKeys
 from ..data.schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey, TrajectorySource
+from ..delivery.outbox import RecentKeys
 
 T = TypeVar('T')
 Part = Union[PolicyPart, EnvPart]

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import torch
 
+from ..params.shared import GAMMA
 from .tree import Tree, batch_size, tree_cat, tree_slice
 
 Obs = dict  # nested dict of [B, ...] tensors and per-env string lists
@@ -223,7 +224,7 @@ class RewardConfig:
     use_reward_model: bool = False
     auto_reset: bool = False
     bootstrap_type: str = 'standard'  # 'standard': truncations only; anything else: any done
-    gamma: float = 0.99
+    gamma: float = GAMMA
 
 
 _FLAG_FIELDS = ('dones', 'terminations', 'truncations')

@@ -28,9 +28,10 @@ from typing import Optional
 import torch
 
 from ..data.identity import TrajectoryId
-from .ppo import PPOConfig, PPOUpdater, behavior_clone, training_batch
-from ..storage.files import atomic_write
 from ..data.trajectory import Trajectory, chunk_ends
+from ..params.learner_node import LEARNER_NODE
+from ..storage.files import atomic_write
+from .ppo import PPOConfig, PPOUpdater, behavior_clone, training_batch
 
 CHECKPOINT = 'learner_checkpoint.pt'
 WARM_START = 'warm_start.json'
@@ -40,11 +41,11 @@ WARM_START = 'warm_start.json'
 class LearnerConfig:
     rows_per_step: int
     action_dim: int
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    advantage: str = 'gae'
-    auto_reset: bool = True
-    max_version_lag: int = -1
+    gamma: float = LEARNER_NODE['gamma'].default
+    gae_lambda: float = LEARNER_NODE['gae_lambda'].default
+    advantage: str = LEARNER_NODE['advantage'].default
+    auto_reset: bool = LEARNER_NODE['auto_reset'].default
+    max_version_lag: int = LEARNER_NODE['max_version_lag'].default
     chunks_per_step: int = 0     # chunks per env row and step (0: whatever the first trajectory holds)
     actor_rank: int = -1         # >= 0: only pipeline rows routed to this actor rank
     run_id: str = ''             # non-empty: only this run's trajectories
@@ -57,21 +58,6 @@ class Update:
     state_dict: dict
     metrics: dict[str, float]
     time: float = field(default_factory=time.time)  # when it was made (learning curves against wall time)
-
-
-def append_metrics(path: str | Path, up: Update) -> None:
-    """One update as a line of ``metrics.jsonl`` (step, wall-clock time, metrics): what the node
-    and the in-process run write, and what learning curves and the benchmark read."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, 'a') as fh:
-        fh.write(json.dumps({'step': up.step_id, 'time': up.time, **up.metrics}) + '\n')
-
-
-def write_warm_start(directory: str | Path, up: Update) -> None:
-    """The warm start's version, time and cloning metrics as ``<directory>/warm_start.json``."""
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    (Path(directory) / WARM_START).write_text(json.dumps({'version': up.version, 'time': up.time, **up.metrics}))
 
 
 class Learner:

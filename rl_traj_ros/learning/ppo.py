@@ -27,6 +27,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..data.trajectory import Trajectory, chunk_ends, chunk_starts
+from ..params.learner_node import LEARNER_NODE
+from ..params.shared import GAE_LAMBDA, GAMMA
+from ..policies.protocol import TrainablePolicy
 from .advantages import compute_gae, masked_normalize
 
 ADVANTAGES = ('gae', 'reinforce++')
@@ -80,7 +83,7 @@ def reinforce_pp_advantages(rewards: torch.Tensor, dones: torch.Tensor, num_epoc
     return masked_normalize(ret.clone(), mask), ret
 
 
-def training_batch(traj: Trajectory, action_dim: int, gamma: float = 0.99, gae_lambda: float = 0.95,
+def training_batch(traj: Trajectory, action_dim: int, gamma: float = GAMMA, gae_lambda: float = GAE_LAMBDA,
                    advantage: str = 'gae', auto_reset: bool = True) -> dict[str, Any]:
     """A collector Trajectory (time-major ``[T, B, ...]``) -> flat samples ``[B*T, ...]``:
     ``obs`` (a dict), ``actions``, ``old_logprobs`` (per action entry), ``old_values``,
@@ -117,19 +120,25 @@ def training_batch(traj: Trajectory, action_dim: int, gamma: float = 0.99, gae_l
     return {**flat, 'obs': obs}
 
 
+def _default(name: str):
+    return LEARNER_NODE[name].default
+
+
 @dataclass
 class PPOConfig:
-    clip_ratio: float = 0.2
-    value_clip: float = 0.2          # <= 0: unclipped value loss
-    entropy_coef: float = 0.0
-    value_coef: float = 0.5
-    epochs: int = 4
-    minibatch_size: int = 64
-    max_grad_norm: float = 0.5
-    target_kl: float = 0.0           # > 0: stop the epochs once approx KL exceeds 1.5x this
-    critic_warmup: int = 0           # the first N updates train the critic only
-    lr: float = 3e-4
-    normalize_advantages: bool = True
+    """PPO's settings; defaults are the learner node's (``params/learner_node.py``)."""
+
+    clip_ratio: float = _default('clip_ratio')
+    value_clip: float = _default('value_clip')              # <= 0: unclipped value loss
+    entropy_coef: float = _default('entropy_coef')
+    value_coef: float = _default('value_coef')
+    epochs: int = _default('ppo_epochs')
+    minibatch_size: int = _default('minibatch_size')
+    max_grad_norm: float = _default('max_grad_norm')
+    target_kl: float = _default('target_kl')                # > 0: stop the epochs once approx KL exceeds 1.5x this
+    critic_warmup: int = _default('critic_warmup')          # the first N updates train the critic only
+    lr: float = _default('lr')
+    normalize_advantages: bool = _default('normalize_advantages')
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -254,23 +263,23 @@ class PPOUpdater:
         return metrics
 
 
-def behavior_clone(model, states: torch.Tensor, actions: torch.Tensor, epochs: int = 100, minibatch_size: int = 256,
-                   lr: float = 1e-3, seed: int = 0, min_std: float = 0.005) -> dict[str, float]:
-    """Warm start: fit the actor's mean action chunk to demonstrated ones (MSE over minibatches,
-    Adam), after folding the demo states into the model's normalizer; then set the policy's
-    std per action entry to the remaining error (at least ``min_std``), so PPO explores about as
-    far as the clone is off. The critic is left to PPO. Returns the MSE before and after."""
+def behavior_clone(model: TrainablePolicy, states: torch.Tensor, actions: torch.Tensor, epochs: int = 100,
+                   minibatch_size: int = 256, lr: float = 1e-3, seed: int = 0,
+                   min_std: float = 0.005) -> dict[str, float]:
+    """Warm start: fit the policy's mean action chunk to demonstrated ones (MSE over
+    minibatches, Adam, on ``actor_parameters`` only), after folding the demo states into the
+    model's normalizer; then set the policy's std per action entry to the remaining error (at
+    least ``min_std``), so PPO explores about as far as the clone is off. The critic is left
+    to PPO. Returns the MSE before and after."""
     if states.shape[0] != actions.shape[0] or not states.shape[0]:
         raise ValueError(f'need as many demo states as action chunks, got {states.shape[0]} and {actions.shape[0]}')
     x, y = states.to(torch.float32), actions.to(torch.float32)
-    if hasattr(model, 'merge_obs_stats'):
-        model.merge_obs_stats(float(x.shape[0]), x.mean(0), x.var(0, unbiased=False))
-    params = [p for n, p in model.named_parameters() if not n.startswith(('critic', 'value', 'log_std'))]
-    opt = torch.optim.Adam(params, lr=lr, foreach=True)
+    model.merge_obs_stats(float(x.shape[0]), x.mean(0), x.var(0, unbiased=False))
+    opt = torch.optim.Adam(list(model.actor_parameters()), lr=lr, foreach=True)
     g = torch.Generator().manual_seed(seed)
 
     def mean_of(obs: torch.Tensor) -> torch.Tensor:
-        return model.dist(model.inputs({'states': obs})).mean
+        return model.action_mean({'states': obs})
 
     with torch.no_grad():
         before = float(((mean_of(x) - y) ** 2).mean())
@@ -284,6 +293,6 @@ def behavior_clone(model, states: torch.Tensor, actions: torch.Tensor, epochs: i
             opt.step()
     with torch.no_grad():
         err = mean_of(x) - y
-        model.log_std.copy_(err.pow(2).mean(0).sqrt().clamp_min(min_std).log())
+    model.set_action_std(err.pow(2).mean(0).sqrt().clamp_min(min_std))
     return {'bc_mse_before': before, 'bc_mse_after': float(err.pow(2).mean()), 'bc_samples': float(x.shape[0]),
-            'bc_std_mean': float(model.log_std.detach().exp().mean())}
+            'bc_std_mean': float(model.action_std().mean())}

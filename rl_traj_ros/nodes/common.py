@@ -9,7 +9,9 @@ import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
-TOPIC_PREFIX = '/rl_traj'
+from ..params.shared import SHARED
+from ..params.spec import Spec
+
 TOPICS = {
     'policy_input': 'policy_input',    # env -> policy (PolicyInput)
     'action_chunk': 'action_chunk',    # policy -> env (ActionChunk)
@@ -29,50 +31,25 @@ def topic(node: Node, name: str) -> str:
     return f'{prefix}/{TOPICS[name]}'
 
 
-# Ranges of the shape and sizing parameters every node shares (rclpy refuses a value outside
-# them at start-up, with the parameter's name, instead of failing later in the data path).
-RANGES: dict[str, tuple[float, float]] = {
-    'num_envs': (1, 4096), 'num_env_nodes': (1, 4096), 'chunk': (1, 1024), 'action_dim': (1, 64),
-    'num_epochs': (1, 1024),
-    'chunks_per_epoch': (1, 100000), 'num_shards': (1, 4096), 'num_actors': (1, 4096),
-    'micro_batch_size': (0, 1 << 20), 'cache_size': (0, 100000), 'sample_window_size': (0, 1 << 30),
-    'max_pending_writes': (1, 100000), 'dedupe_window': (1, 1 << 24), 'max_unacked_keys': (1, 1 << 24),
-    'gamma': (0.0, 1.0), 'gae_lambda': (0.0, 1.0), 'resend_after_s': (0.1, 86400.0),
-    'pending_timeout_s': (0.1, 86400.0), 'teleop_timeout_s': (0.0, 86400.0), 'reply_timeout_s': (0.1, 86400.0),
-    # node-specific numbers (a name means the same thing in every node that declares it)
-    'image_size': (16, 4096), 'max_episode_steps': (1, 1 << 30), 'fps': (1, 1000), 'finalize_interval': (0, 1 << 30),
-    'camera_topic_rate_hz': (0.0, 1000.0), 'intervention_timeout_s': (0.0, 3600.0), 'request_resend_s': (0.1, 3600.0),
-    'diagnostics_period_s': (0.0, 3600.0), 'num_steps': (0, 1 << 40), 'start_step': (0, 1 << 40),
-    'target_successes': (0, 1 << 40), 'state_dim': (1, 1 << 20), 'hidden': (1, 1 << 16), 'expert_noise': (0.0, 10.0),
-    'num_train_states': (1, 1 << 40), 'num_eval_states': (0, 1 << 40), 'success_hold_steps': (1, 100000),
-    'pos_tolerance': (0.0, 1.0), 'rot_tolerance': (0.0, 3.1416), 'max_step_m': (0.0, 0.5), 'control_dt': (0.001, 10.0),
-    'max_version_lag': (-1, 1 << 30), 'lr': (0.0, 1.0), 'ppo_epochs': (1, 1000), 'minibatch_size': (1, 1 << 24),
-    'clip_ratio': (0.0, 1.0), 'value_clip': (0.0, 1000.0), 'entropy_coef': (0.0, 10.0), 'value_coef': (0.0, 100.0),
-    'max_grad_norm': (0.0, 1e6), 'target_kl': (0.0, 10.0), 'num_updates': (0, 1 << 40),
-    'inline_max_bytes': (0, 1 << 31), 'rate_hz': (1.0, 10000.0), 'latch_s': (0.0, 60.0),
-    'task_id': (0, 1), 'actor_rank': (0, 4095), 'catch_up_period_s': (0.05, 3600.0), 'snapshot_every': (0, 1 << 30),
-    'warm_start_epochs': (0, 100000), 'critic_warmup': (0, 1 << 30),
-}
+def declare(node: Node, spec: Spec) -> dict[str, Any]:
+    """Declare a node's parameters from its spec (``params/``) and return their values.
 
-
-def declare(node: Node, params: dict[str, tuple[Any, str]]) -> dict[str, Any]:
-    """Declare parameters up front (default, description) and return their values.
-
-    The declaration is the one source of defaults (YAML and launch files only override). Every
+    The spec is the one source of defaults (YAML and launch files only override). Every
     parameter is ``read_only``: nodes read their parameters once at start-up, so ``ros2 param
-    set`` is refused instead of silently ignored. Shared sizing parameters carry ``RANGES``."""
+    set`` is refused instead of silently ignored. A range becomes the descriptor's range, so
+    rclpy refuses a value outside it at start-up, with the parameter's name."""
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange
-    params = {'topic_prefix': (TOPIC_PREFIX, 'namespace of the data-path topics'), **params}
-    for name, (default, doc) in params.items():
-        desc = ParameterDescriptor(description=doc, read_only=True)
-        if name in RANGES and not isinstance(default, bool):
-            lo, hi = RANGES[name]
-            if isinstance(default, int):
+    spec = {'topic_prefix': SHARED['topic_prefix'], **spec}
+    for name, p in spec.items():
+        desc = ParameterDescriptor(description=p.description, read_only=p.read_only)
+        if p.range is not None and not isinstance(p.default, bool):
+            lo, hi = p.range
+            if isinstance(p.default, int):
                 desc.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=1)]
-            elif isinstance(default, float):
+            elif isinstance(p.default, float):
                 desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
-        node.declare_parameter(name, default, desc)
-    return {name: node.get_parameter(name).value for name in params}
+        node.declare_parameter(name, p.default, desc)
+    return {name: node.get_parameter(name).value for name in spec}
 
 
 def make_executor():

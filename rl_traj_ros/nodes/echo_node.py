@@ -15,9 +15,7 @@ CODECS = {
     'EnvPart': (M.EnvPart, cv.env_part_from_msg, cv.env_part_to_msg),
     'PolicyInput': (M.PolicyInput, cv.policy_input_from_msg, cv.policy_input_to_msg),
     'ActionChunk': (M.ActionChunk, cv.action_chunk_from_msg, cv.action_chunk_to_msg),
-    'Trajectory': (M.Trajectory, lambda m: (m, cv.trajectory_from_msg(m)),
-                   lambda mt: cv.trajectory_to_msg(mt[1], mt[0].mode, mt[0].step_id, (mt[0].env_rank, mt[0].stage_id),
-                                                   mt[0].actor_rank, mt[0].micro_batch)),
+    'Trajectory': (M.Trajectory, cv.trajectory_from_msg, cv.trajectory_to_msg),
     'Intervention': (M.Intervention, lambda m: m, lambda m: m),
 }
 

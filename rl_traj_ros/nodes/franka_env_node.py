@@ -26,11 +26,13 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from sensor_msgs.msg import Image, JointState
 
 from .. import msg as M
-from ..episodes import CollectEpisode, collect_episode_kwargs
+from ..delivery.resend import RESEND, TIMEOUT, ReplyWait
 from ..envs.sim_franka import sim_env_from_params
+from ..episodes import CollectEpisode, collect_episode_kwargs
+from ..params.env_node import ENV_NODE
+from ..rollout.workers import EnvStats, EnvWorker, RolloutConfig
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
-from ..rollout.workers import EnvStats, EnvWorker, RolloutConfig
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
 
 
@@ -40,67 +42,7 @@ CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to th
 class FrankaEnvNode(LifecycleNode):
     def __init__(self):
         super().__init__('franka_env_node')
-        p = declare(self, {
-            'autostart': (True, 'configure and activate at start-up; false: wait for lifecycle transitions '
-                                '(ros2 lifecycle set, the real-robot launch)'),
-            'diagnostics_period_s': (1.0, 'progress on /diagnostics every this many seconds (0 = only at exit)'),
-            'env_rank': (0, 'global rank of this env worker (TrajectoryKey.env_rank)'),
-            'stage_id': (0, 'pipeline stage of this worker'),
-            'num_envs': (2, 'B: parallel envs owned by this node'),
-            'chunk': (4, 'C: control steps per action chunk'),
-            'action_dim': (7, 'A: [dx, dy, dz, drx, dry, drz, gripper]'),
-            'num_epochs': (1, 'E: rollout epochs per training step'),
-            'chunks_per_epoch': (10, 'L: chunks per epoch'),
-            'num_steps': (1, 'training steps to run (with target_successes: a cap; 0 = none)'),
-            'start_step': (0, 'first step_id (keys stay unique when a run appends to stored data)'),
-            'target_successes': (0, 'stop at the next step boundary after this many successful episodes'),
-            'seed': (0, 'env seed'),
-            'image_obs': (False, 'render the front and wrist cameras'),
-            'image_size': (128, 'camera height and width'),
-            'max_episode_steps': (100, 'episode time limit (truncation)'),
-            'state_split': ('train', "sim: initial states from the state-id table's 'train' or held-out 'eval' "
-                                     "ids, one per episode; '' = gym-hil's fixed start"),
-            'state_seed': (0, 'sim: seed of the state-id table (same seed, same states in any process)'),
-            'num_train_states': (4096, 'sim: training state ids [0, N)'),
-            'num_eval_states': (256, 'sim: held-out state ids [N, N + M)'),
-            'task_id': (0, 'sim: 0 = pick and lift the cube, 1 = reach the cube (state only, dense reward)'),
-            'num_env_nodes': (1, 'env nodes of the run (each env walks its own stride through the state ids)'),
-            'reply_timeout_s': (300.0, 'give up when the policy does not answer a chunk in time'),
-            'request_resend_s': (5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes'),
-            'intervention_timeout_s': (0.25, 'interventions older than this are stale and ignored'),
-            'camera_topic_rate_hz': (2.0, 'rate of the sensor_msgs/Image side topic; 0 = off'),
-            'env_type': ('sim', "'sim' (gym-hil MuJoCo Franka) or 'franky' (a real Franka via franky; franky-sim)"),
-            'robot_ip': ('172.16.0.2', 'franky: robot (or franky-sim) address'),
-            'target_ee_pose': ([0.5, 0.0, 0.3], 'franky: [x,y,z] | + rotation vector | + quaternion xyzw'),
-            'pos_tolerance': (0.02, 'franky: success position tolerance (m)'),
-            'rot_tolerance': (0.25, 'franky: success rotation tolerance (rad)'),
-            'success_hold_steps': (3, 'franky: steps the TCP must stay within tolerance'),
-            'action_scale': ([0.05, 0.2], 'franky: metres and radians per unit action'),
-            'no_gripper': (False, 'franky: arm without gripper (6-D actions)'),
-            'workspace_min': ([0.3, -0.3, 0.1], 'franky: TCP box, enforced before sending'),
-            'workspace_max': ([0.7, 0.3, 0.6], 'franky: TCP box, enforced before sending'),
-            'max_step_m': (0.03, 'franky: per-step translation limit (velocity limit)'),
-            'control_dt': (0.1, 'franky: control period (s)'),
-            'task_description': ('pick up the cube', 'recorded task (record_task_description)'),
-            'teleop_only': (False, 'demonstrations: execute the teleop action every step, flags all 1'),
-            'require_teleop': (False, 'never move without a teleop device: wait for an Intervention publisher '
-                                      'before the first motion (reset included) and before every chunk'),
-            'teleop_timeout_s': (30.0, 'require_teleop: fail (exit 1, nothing moved) when no teleop device '
-                                       'publishes for this long'),
-            'collect_episodes': (False, 'record episodes with CollectEpisode'),
-            'collect_dir': ('outputs/collected_data', 'CollectEpisode save_dir (env_<rank> appended)'),
-            'export_format': ('lerobot', "'lerobot' or 'pickle'"),
-            'lerobot_version': ('v3.0', "'v3.0' or 'v2.1'"),
-            'dataset_naming': ('lerobot', "'lerobot' (observation.state, observation.images.<camera>, action, "
-                                          "next.reward/done/success) or 'rlinf' (image, state, actions, done, "
-                                          "is_success)"),
-            'image_storage': ('png', "'png' (lossless, inside the Parquet data) or 'video' (MP4, AV1 as "
-                                     "lerobot 0.6.1 encodes it; v3.0 only)"),
-            'camera_names': (['front', 'wrist'], 'dataset camera names, main camera first (lerobot naming)'),
-            'only_success': (False, 'CollectEpisode only_success'),
-            'fps': (10, 'dataset fps'),
-            'finalize_interval': (20, 'CollectEpisode finalize_interval'),
-        })
+        p = declare(self, ENV_NODE)
         for k in ('num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch'):
             if p[k] < 1:
                 raise ValueError(f'{k} must be >= 1, got {p[k]}')
@@ -109,6 +51,7 @@ class FrankaEnvNode(LifecycleNode):
         if p['env_type'] == 'franky' and p['action_dim'] != (6 if p['no_gripper'] else 7):
             raise ValueError(f"action_dim must be {6 if p['no_gripper'] else 7} with no_gripper={p['no_gripper']}")
         self.p = p
+        self.reply_wait = ReplyWait(p['request_resend_s'], p['reply_timeout_s'])
         self.cfg = RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
         self.env = None     # made in the rollout thread: an EGL context is bound to its thread
         self.worker: Optional[EnvWorker] = None
@@ -271,20 +214,18 @@ class FrankaEnvNode(LifecycleNode):
                     time.sleep(0.05)  # wait for the policy node to be discovered
                 if self._t_first is None:
                     self._t_first = time.monotonic()
-                t_sent = time.monotonic()
                 self.pub_req.publish(msg)
-                deadline = time.monotonic() + self.p['reply_timeout_s']
-                resend_at = time.monotonic() + self.p['request_resend_s']
+                self.reply_wait.sent()
                 while not self._reply.wait(0.1):
                     if self._stop.is_set():
                         return
-                    if time.monotonic() > resend_at:
+                    due = self.reply_wait.poll()
+                    if due == RESEND:
                         self.pub_req.publish(msg)
-                        resend_at = time.monotonic() + self.p['request_resend_s']
-                    if time.monotonic() > deadline:
+                    elif due == TIMEOUT:
                         raise TimeoutError(f'no action chunk for {req.sources[0].key.as_tuple()} within '
                                            f"{self.p['reply_timeout_s']} s")
-                self._wait_s += time.monotonic() - t_sent
+                self._wait_s += self.reply_wait.waited_s()
                 # deactivated: hold here; the operator's device went away: no further motion
                 if not self._wait_active() or not self._teleop_present():
                     return

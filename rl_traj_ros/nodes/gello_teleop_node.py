@@ -8,7 +8,6 @@ Intervention, plus the leader's joints as sensor_msgs/JointState.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Optional
 
@@ -17,6 +16,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from .. import msg as M
+from ..params.teleop_nodes import GELLO_NODE
 from ..ros.qos import SIDE_QOS, TELEOP_QOS
 from ..teleop.gello import FrankaKinematics, GelloConfig, GelloReader, GelloTeleop
 from .common import declare, run_node, topic
@@ -27,24 +27,7 @@ JOINT_NAMES = [f'fr3_joint{i}' for i in range(1, 8)]
 class GelloTeleopNode(Node):
     def __init__(self):
         super().__init__('gello_teleop_node')
-        p = declare(self, {
-            'port': ('/dev/ttyUSB0', 'serial port of the leader arm (U2D2)'),
-            'baudrate': (57600, 'Dynamixel baud rate'),
-            'joint_ids': ([1, 2, 3, 4, 5, 6, 7], 'servo ids of joints 1..7'),
-            'joint_offsets': ([0.0] * 7, 'rad; from the calibrate command'),
-            'joint_signs': ([1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0], 'FR3: 1 1 1 1 1 -1 1; Panda: 1 -1 1 1 1 -1 1'),
-            'gripper_id': (8, 'servo id of the gripper trigger; <= 0: none'),
-            'gripper_open_rad': (math.radians(195.0), 'trigger angle when open'),
-            'gripper_closed_rad': (math.radians(152.0), 'trigger angle when closed'),
-            'pos_scale': (0.05, "metres per unit action (the env's action_scale)"),
-            'rot_scale': (0.2, 'radians per unit action'),
-            'deadzone': (1e-3, 'action norm above which the operator is intervening'),
-            'latch_s': (0.5, 'stay active this long after the last motion'),
-            'no_gripper': (False, 'arm without gripper: 6-D actions'),
-            'rate_hz': (100.0, 'read and publish rate'),
-            'env_index': (-1, 'env to intervene on (-1: all)'),
-            'follower_joint_states': ('/env_0/joint_states', "the follower robot's joint states"),
-        })
+        p = declare(self, GELLO_NODE)
         self.p = p
         self.reader = GelloReader(GelloConfig(p['port'], p['baudrate'], list(p['joint_ids']), list(p['joint_offsets']),
                                               list(p['joint_signs']), p['gripper_id'], p['gripper_open_rad'],

@@ -29,89 +29,34 @@ from rclpy.node import Node
 
 from .. import msg as M
 from ..learning import weights as W
-from ..learning.learner import LearnerConfig, Update, append_metrics, write_warm_start
-from ..learning.ppo import PPOConfig, all_reduce_gradients
-from ..storage.index import INDEX_FILE, read_stored_trajectories
-from ..storage.files import BufferFileError
+from ..learning.learner import Update
+from ..learning.loop import LearnerLoop, RunFiles
+from ..learning.ppo import all_reduce_gradients
+from ..params.learner_node import LEARNER_NODE
+from ..rollout.workers import make_learner
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
-from ..rollout.workers import make_learner
+from ..storage.files import BufferFileError
+from ..storage.index import INDEX_FILE, read_stored_trajectories
 from .common import declare, run_node, serve_stats, topic, wait_acked
 
 
-PPO, LC = PPOConfig(), LearnerConfig(0, 0)  # the defaults make_learner falls back to
 
 
 class LearnerNode(Node):
     def __init__(self):
         super().__init__('learner_node')
-        p = declare(self, {
-            'state_dim': (21, 'length of obs/states (the policy node\'s model)'),
-            'action_dim': (7, 'A: actions per control step'),
-            'chunk': (4, 'C: control steps per action chunk'),
-            'hidden': (128, 'hidden width of the actor-critic MLP'),
-            'seed': (0, 'model init seed (the policy node\'s, so version 0 is the same model)'),
-            'num_envs': (2, 'envs per env node'),
-            'num_env_nodes': (1, 'env nodes: a step is trained once num_envs x num_env_nodes rows arrived'),
-            'gamma': (LC.gamma, 'discount'),
-            'gae_lambda': (LC.gae_lambda, 'GAE lambda'),
-            'advantage': (LC.advantage, "'gae' or 'reinforce++'"),
-            'auto_reset': (LC.auto_reset, 'the envs auto-reset (every slot is a step); '
-                                          'false: mask after the first done'),
-            'max_version_lag': (LC.max_version_lag, 'mask out rows rolled out by weights older than version - lag; '
-                                                   '-1: keep all'),
-            'lr': (PPO.lr, 'Adam learning rate'),
-            'ppo_epochs': (PPO.epochs, 'epochs over each step\'s samples'),
-            'minibatch_size': (PPO.minibatch_size, 'samples per gradient step'),
-            'clip_ratio': (PPO.clip_ratio, 'PPO clip'),
-            'value_clip': (PPO.value_clip, 'value clip (0 = off)'),
-            'entropy_coef': (PPO.entropy_coef, 'entropy bonus'),
-            'value_coef': (PPO.value_coef, 'value loss weight'),
-            'max_grad_norm': (PPO.max_grad_norm, 'gradient clipping'),
-            'target_kl': (PPO.target_kl, 'stop an update\'s epochs once approx KL > 1.5x this (0 = off)'),
-            'normalize_advantages': (PPO.normalize_advantages, 'whiten the advantages of each update'),
-            'critic_warmup': (PPO.critic_warmup, 'the first N updates train the critic only (a warm-started actor '
-                                                 'waits for a critic that knows its returns)'),
-            'inline_max_bytes': (8 << 20, 'weights up to this size travel in the message; larger as a file'),
-            'weights_dir': ('', 'where larger weights are written (shared with the policy node)'),
-            'metrics_dir': ('', 'metrics.jsonl goes here (empty: not written)'),
-            'num_updates': (0, 'stop after this many updates (0 = run until stopped)'),
-            'checkpoint_dir': ('', 'learner_checkpoint.pt (model, optimizer, version, trained steps) goes here'),
-            'checkpoint_every': (1, 'save every this many updates (0 = only at shutdown)'),
-            'resume': (True, 'continue from checkpoint_dir\'s checkpoint when there is one'),
-            'tensorboard_dir': ('', 'TensorBoard event files (SummaryWriter) go here (empty: none)'),
-            'snapshot_every': (0, 'also keep the weights of every N-th version as weights_dir/policy_v<N>.pt '
-                                  '(learning curves against held-out evaluation; 0 = off)'),
-            'warm_start_dataset': ('', 'behaviour-clone the actor on the LeRobot datasets under this directory before '
-                                       'the first update (a fresh learner only); the clone goes out as version 1'),
-            'warm_start_epochs': (100, 'epochs of behaviour cloning'),
-            'num_epochs': (1, 'E: epochs per step (with chunks_per_epoch: the chunks a step\'s rows hold)'),
-            'chunks_per_epoch': (1, 'L: chunks per epoch'),
-            'run_id': ('', "train only on this run's trajectories (empty: any run's)"),
-            'replay_buffer_dir': ('', "the writer's buffer: catch up there on steps missed while down"),
-            'catch_up_period_s': (2.0, 'how often to look for stored trajectories of missed steps'),
-            'num_actors': (1, 'learner ranks (the collector in pipeline mode with the same num_actors)'),
-            'actor_rank': (0, 'this learner\'s rank (with num_actors > 1)'),
-            'dist_backend': ('gloo', "torch.distributed backend: 'gloo' (CPU) or 'nccl' (GPU)"),
-            'dist_init': ('tcp://127.0.0.1:29517', 'torch.distributed rendezvous of the ranks'),
-        })
+        p = declare(self, LEARNER_NODE)
         ranks = p['num_actors']
-        self.learner = make_learner(p, all_reduce_gradients if ranks > 1 else None)  # checks the ranks first
+        learner = make_learner(p, all_reduce_gradients if ranks > 1 else None)  # checks the ranks first
         if ranks > 1:
             import torch.distributed as dist
             self.get_logger().info(f"rank {p['actor_rank']} of {ranks}: joining {p['dist_init']} ({p['dist_backend']})")
             dist.init_process_group(p['dist_backend'], init_method=p['dist_init'], rank=p['actor_rank'],
                                     world_size=ranks)
-        cfg = self.learner.cfg
-        self.rank0 = p['actor_rank'] == 0
-        if ranks > 1:  # each rank its own checkpoint and event files; rank 0's metrics keep the plain name
-            for k in ('checkpoint_dir', 'tensorboard_dir'):
-                if p[k]:
-                    p[k] = str(Path(p[k]) / f"rank_{p['actor_rank']}")
-        self.metrics_file = 'metrics.jsonl' if self.rank0 else f"metrics_rank{p['actor_rank']}.jsonl"
-        self.p = p
-        if p['checkpoint_dir'] and p['resume'] and self.learner.load_checkpoint(p['checkpoint_dir']):
-            self.get_logger().info(f"resumed from {p['checkpoint_dir']}: version {self.learner.version}")
+        self.p, self.rank0 = p, p['actor_rank'] == 0
+        self.loop = LearnerLoop(learner, RunFiles.of_rank(p), self.get_logger().info)
+        self.learner = learner
         self.pub_weights = self.create_publisher(M.PolicyWeights, topic(self, 'policy_weights'), WEIGHTS_QOS)
         self.pub_metrics = self.create_publisher(DiagnosticArray, topic(self, 'learner_metrics'), 10)
         self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
@@ -119,27 +64,14 @@ class LearnerNode(Node):
         self.rejected = self.caught_up = 0
         self._index_mtime = None
         self.last_metrics: dict[str, float] = {}
-        self.tb = None
-        if p['tensorboard_dir']:
-            from torch.utils.tensorboard import SummaryWriter
-            self.tb = SummaryWriter(p['tensorboard_dir'])
         self.finished = False
-        if p['warm_start_dataset'] and self.learner.version == 0 and not self.learner.counters['updates']:
-            up = self.learner.warm_start_from(p['warm_start_dataset'], p['warm_start_epochs'])  # same on every rank
-            if p['checkpoint_dir']:
-                self.learner.save_checkpoint(p['checkpoint_dir'])
-            if self.rank0 and p['metrics_dir']:
-                write_warm_start(p['metrics_dir'], up)
-            if self.rank0 and p['snapshot_every'] and p['weights_dir']:
-                W.save_file(up.state_dict, p['weights_dir'], up.version)
-            self.get_logger().info(f"warm start from {p['warm_start_dataset']}: v{up.version}, " + ', '.join(
-                f'{k} {v:.4g}' for k, v in up.metrics.items()))
+        self.loop.start(p['resume'], p['warm_start_dataset'], p['warm_start_epochs'])
         # announce itself: the policy node (max_version_lag >= 0) answers nothing before the learner is
         # subscribed, and a resumed (or warm-started) learner's version reaches it at once (TRANSIENT_LOCAL)
         if self.rank0:
-            self._publish_weights(self.learner.model.state_dict(), self.learner.version)
-        self.get_logger().info(f"learner ready: {cfg.rows_per_step} rows per step, advantage {p['advantage']}, "
-                               f'version {self.learner.version}')
+            self._publish_weights(learner.model.state_dict(), learner.version)
+        self.get_logger().info(f"learner ready: {learner.cfg.rows_per_step} rows per step, advantage "
+                               f"{p['advantage']}, version {learner.version}")
         if p['replay_buffer_dir']:
             self.catch_up()
             self.create_timer(p['catch_up_period_s'], self.catch_up)
@@ -180,21 +112,15 @@ class LearnerNode(Node):
         if self.finished:
             return
         try:
-            up = self.learner.offer(traj)
+            up = self.loop.offer(traj)  # checkpointed (when due) before the weights leave
         except ValueError as e:  # a trajectory it cannot train on: counted, reported, the node stays up
             self.rejected += 1
             self.get_logger().error(f'cannot train on {traj.identity}: {e}')
             return
         if up is None:
             return
-        every = self.p['checkpoint_every']
-        if self.p['checkpoint_dir'] and every and self.learner.counters['updates'] % every == 0:
-            self.learner.save_checkpoint(self.p['checkpoint_dir'])  # before the weights leave: resumable
         if self.rank0:
             self._publish_weights(up.state_dict, up.version)
-            every = self.p['snapshot_every']
-            if every and self.p['weights_dir'] and up.version % every == 0:
-                W.save_file(up.state_dict, self.p['weights_dir'], up.version)
         self.last_metrics = up.metrics
         self._publish_metrics(up)
         mt = up.metrics
@@ -227,12 +153,6 @@ class LearnerNode(Node):
         arr = DiagnosticArray(status=[status])
         arr.header.stamp = self.get_clock().now().to_msg()
         self.pub_metrics.publish(arr)
-        if self.tb is not None:
-            for k, v in metrics.items():
-                self.tb.add_scalar(f'learner/{k}', v, step)
-            self.tb.flush()
-        if self.p['metrics_dir']:
-            append_metrics(Path(self.p['metrics_dir']) / self.metrics_file, up)
 
     def stats(self) -> dict[str, float]:
         return {**{k: float(v) for k, v in self.learner.counters.items()}, 'version': float(self.learner.version),
@@ -240,10 +160,7 @@ class LearnerNode(Node):
                 **{f'last_{k}': v for k, v in self.last_metrics.items()}}
 
     def shutdown(self) -> None:
-        if self.p['checkpoint_dir'] and self.learner.counters['updates']:
-            self.learner.save_checkpoint(self.p['checkpoint_dir'])
-        if self.tb is not None:
-            self.tb.close()
+        self.loop.close()
         wait_acked(self, (self.pub_weights,), timeout_s=5.0)
         if self.p['num_actors'] > 1:
             import torch.distributed as dist

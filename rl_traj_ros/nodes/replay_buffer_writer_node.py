@@ -13,10 +13,11 @@ from rclpy.node import Node
 from .. import msg as M
 from .. import srv as S
 from ..delivery.sink import ExactlyOnceSink
-from ..storage.files import TrajectoryFiles
-from ..storage.replay_buffer import TrajectoryReplayBuffer
+from ..params.writer_node import WRITER_NODE
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
+from ..storage.files import TrajectoryFiles
+from ..storage.replay_buffer import TrajectoryReplayBuffer
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic
 
 
@@ -25,17 +26,7 @@ class ReplayBufferWriterNode(Node):
         """``storage_type(directory, format)`` makes the buffer's durable storage (a
         ``TrajectoryFiles``; another layout or file system is a subclass)."""
         super().__init__('replay_buffer_writer_node')
-        p = declare(self, {
-            'output_dir': ('outputs/replay_buffer', 'auto-save directory (appends if it exists)'),
-            'trajectory_format': ('pt', "'pt' (safe loading) or 'pkl' (trusted data only)"),
-            'cache_size': (5, 'FIFO cache of recent trajectories'),
-            'sample_window_size': (100, 'sampling window (0 = all)'),
-            'seed': (1234, 'sampling seed'),
-            'max_pending_writes': (4, 'writer queue bound (backpressure)'),
-            'diagnostics_period_s': (1.0, 'period of the /diagnostics counters'),
-            'dedupe_window': (1024, 'newest trajectory identities kept in memory to detect re-deliveries '
-                                    '(the index on disk keeps all)'),
-        })
+        p = declare(self, WRITER_NODE)
         self.p = p
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
                                              sample_window_size=p['sample_window_size'],

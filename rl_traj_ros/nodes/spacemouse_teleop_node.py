@@ -14,6 +14,7 @@ import time
 from rclpy.node import Node
 
 from .. import msg as M
+from ..params.teleop_nodes import SPACEMOUSE_NODE
 from ..ros.qos import TELEOP_QOS
 from ..teleop.spacemouse import ReplayHID, SocketHID, SpaceMouseTeleop, drain, open_device
 from .common import declare, run_node, topic
@@ -22,17 +23,7 @@ from .common import declare, run_node, topic
 class SpaceMouseTeleopNode(Node):
     def __init__(self):
         super().__init__('spacemouse_teleop_node')
-        p = declare(self, {
-            'rate_hz': (100.0, 'publish rate (>= 100 Hz keeps the latency below the control period)'),
-            'deadzone': (0.001, 'motion norm above which the operator is intervening'),
-            'latch_s': (0.5, 'stay active this long after the last motion or button'),
-            'action_scale': (1.0, 'scale of the normalised device axes'),
-            'no_gripper': (False, 'arm without gripper: 6-D actions'),
-            'env_index': (-1, 'env to intervene on (-1: all envs of the env node)'),
-            'replay_file': ('', 'JSON-lines raw HID reports to replay instead of the device'),
-            'hid_udp_port': (0, 'read raw HID reports from UDP datagrams on this localhost port instead'),
-            'device_name': ('SpaceMouseCompact', 'pyspacemouse device spec used for a replay'),
-        })
+        p = declare(self, SPACEMOUSE_NODE)
         if p['rate_hz'] <= 0:
             raise ValueError('rate_hz must be > 0')
         self.p = p

@@ -14,44 +14,21 @@ from rclpy.node import Node
 
 from .. import msg as M
 from ..collect.collector import TrajectoryCollector
-from ..delivery.outbox import Outbox
-from ..data.identity import new_run_id
 from ..collect.joiner import DuplicateChunkError
+from ..data.identity import new_run_id
 from ..data.schema import MalformedPartError
+from ..delivery.outbox import Outbox
+from ..params.collector_node import COLLECTOR_NODE
+from ..rollout.workers import make_plan
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from ..rollout.workers import make_plan
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
 
 
 class TrajectoryCollectorNode(Node):
     def __init__(self):
         super().__init__('trajectory_collector_node')
-        p = declare(self, {
-            'mode': ('rollout', "'rollout', 'pipeline' or 'lerobot'"),
-            'num_epochs': (1, 'E'),
-            'chunks_per_epoch': (10, 'L'),
-            'env_ranks': ([0], 'env ranks of the sources (stage 0 each)'),
-            'num_envs': (2, 'envs per source'),
-            'num_shards': (1, 'rollout: split each Trajectory along envs'),
-            'num_actors': (1, 'pipeline: actor ranks'),
-            'micro_batch_size': (0, 'pipeline: env rows per micro-batch (0 = all)'),
-            'shuffle_micro_batches': (False, 'pipeline'),
-            'normalize_advantages': (False, 'pipeline'),
-            'gamma': (0.99, 'discount'),
-            'gae_lambda': (0.95, 'GAE lambda'),
-            'seed': (0, 'micro-batch shuffling seed'),
-            'only_success': (False, 'lerobot'),
-            'success_reward': (0.5, 'lerobot: an episode succeeded if a reward reached this'),
-            'collect_transitions': (False, 'keep curr_obs/next_obs in trajectories'),
-            'auto_reset': (True, 'add gamma * bootstrap value on truncated chunks'),
-            'pending_timeout_s': (120.0, 'drop and report a part whose other half did not come in time'),
-            'stats_period_s': (5.0, 'period of the counters log line; 0 = off'),
-            'diagnostics_period_s': (1.0, 'period of the /diagnostics counters (joined, pending, rejected, flushed)'),
-            'resend_after_s': (30.0, 'resend a trajectory the writer has not acknowledged after this long'),
-            'run_id': ('', 'names this run in every TrajectoryId (a new run into an existing buffer appends); '
-                           'keep it across collector restarts. Empty: derived from the start time'),
-        })
+        p = declare(self, COLLECTOR_NODE)
         if not p['run_id']:
             p['run_id'] = new_run_id()
             self.get_logger().warn(f"run_id not set: using {p['run_id']!r}; set it explicitly so that a restarted "
@@ -100,8 +77,7 @@ class TrajectoryCollectorNode(Node):
 
     def _publish(self, outputs) -> None:
         for o in outputs:
-            msg = cv.trajectory_to_msg(o.trajectory, o.mode, o.step_id, o.source_id or (0, 0), o.actor_rank,
-                                       o.micro_batch)
+            msg = cv.trajectory_to_msg(o.trajectory)
             msg.header.stamp = self.get_clock().now().to_msg()
             self.outbox.send(o.identity, [o.identity], msg, matched=self.pub.get_subscription_count())
             self.counters['published'] += 1

@@ -1,6 +1,6 @@
 """Parameters of ``trajectory_collector_node``."""
-from .spec import Param, pick
 from .shared import SHARED
+from .spec import Param, pick
 
 COLLECTOR_NODE = {
     **pick(SHARED, 'num_epochs', 'chunks_per_epoch', 'num_envs', 'num_actors', 'gamma', 'gae_lambda',

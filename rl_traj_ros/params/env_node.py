@@ -1,6 +1,6 @@
 """Parameters of ``franka_env_node`` (sim or franky)."""
-from .spec import Param, pick
 from .shared import SHARED
+from .spec import Param, pick
 
 ENV_NODE = {
     **pick(SHARED, 'diagnostics_period_s', 'num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch',

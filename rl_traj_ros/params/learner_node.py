@@ -1,6 +1,6 @@
 """Parameters of ``learner_node`` (PPO)."""
-from .spec import Param, pick
 from .shared import SHARED
+from .spec import Param, pick
 
 LEARNER_NODE = {
     **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'num_envs', 'num_env_nodes', 'gamma', 'gae_lambda',

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 PACKAGE = 'rl_traj_ros'
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # rl_traj_ros/params/paths.py -> the checkout
 
 
 def config_path(name: str, source_root: Optional[Path] = SOURCE_ROOT) -> Path:

@@ -1,6 +1,6 @@
 """Parameters of ``policy_node``."""
-from .spec import Param, pick
 from .shared import SHARED
+from .spec import Param, pick
 
 POLICY_NODE = {
     **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'image_size', 'collect_transitions',

@@ -1,6 +1,7 @@
 """Parameters of the teleop nodes."""
-from .spec import Param, pick
-from .shared import SHARED
+import math
+
+from .spec import Param
 
 SPACEMOUSE_NODE = {
     'rate_hz': Param(100.0, 'publish rate (>= 100 Hz keeps the latency below the control period)', (1.0, 10000.0)),

@@ -1,6 +1,6 @@
 """Parameters of ``replay_buffer_writer_node``."""
-from .spec import Param, pick
 from .shared import SHARED
+from .spec import Param, pick
 
 WRITER_NODE = {
     **pick(SHARED, 'diagnostics_period_s'),

@@ -81,12 +81,13 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     request waits as the policy node makes it wait (``max_version_lag``): the previous chunk's
     EnvPart is completed at once, the new chunk is answered once its weights are in."""
     from ..collect.collector import TrajectoryCollector
-    from ..delivery.sink import ExactlyOnceSink
     from ..data.identity import new_run_id
-    from ..episodes import CollectEpisode, collect_episode_kwargs
-    from ..storage.replay_buffer import TrajectoryReplayBuffer
+    from ..delivery.gate import PolicyGate
+    from ..delivery.sink import ExactlyOnceSink
     from ..envs.sim_franka import sim_env_from_params
+    from ..episodes import CollectEpisode, collect_episode_kwargs
     from ..rollout.workers import EnvWorker, make_plan, make_policy_worker
+    from ..storage.replay_buffer import TrajectoryReplayBuffer
     pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
     policy = make_policy_worker(params['policy_node'])
     plan = make_plan(pc)
@@ -106,7 +107,9 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
                                  num_envs=cfg.num_envs, **collect_episode_kwargs(pe))
         envs.append(env)
         workers.append(EnvWorker(cfg, env))
-    lag = int(params['policy_node'].get('max_version_lag', -1)) if learner is not None else -1
+    # the policy node's gate; the learner is present from the start (no announcement to wait for)
+    gate = PolicyGate(policy.ready_for, int(params['policy_node'].get('max_version_lag', -1)) if learner else -1)
+    gate.learner_seen = learner is not None
     if learner is not None and learner.version > policy.model_version:  # a resumed learner's announcement
         policy.set_weights(learner.model.state_dict(), learner.version)
     updates: list = []
@@ -138,7 +141,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
             if not completed[i]:  # the previous chunk's EnvPart first: the learner may need it for its step
                 store(policy.complete(req))
                 completed[i] = True
-            if req.sources and not policy.ready_for(req.sources[0].key.step_id, lag):
+            if req.sources and not gate.weights_ready(req.sources[0].key.step_id):
                 t_data += time.perf_counter() - t1
                 continue  # waits for the weights of an update another env node's rows complete
             chunk, pol = policy.infer(req) if req.sources else (None, None)

@@ -27,13 +27,15 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ..params.collector_node import COLLECTOR_NODE
 from ..params.paths import config_path
+from ..params.spec import resolve
 from . import sim_collect as sc
 
 DEFAULT_CONFIG = config_path('sim_train.yaml')
 DEFAULT_OUTPUT_ROOT = 'outputs/sim_train'
 TRAIN_NODES = sc.NODES + ('learner_node',)
-SHARED = ('topic_prefix', 'num_envs', 'chunk', 'action_dim', 'seed', 'num_epochs', 'chunks_per_epoch')
+ENV_SHAPE = ('topic_prefix', 'num_envs', 'chunk', 'action_dim', 'seed', 'num_epochs', 'chunks_per_epoch')  # the learner's
 
 
 def _free_port() -> int:
@@ -73,7 +75,7 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
     if num_learners > 1:
         col.update(mode='pipeline', num_actors=num_learners)
         learner['dist_init'] = f'tcp://127.0.0.1:{_free_port()}'
-    p['learner_node'] = {**learner, **{k: env[k] for k in SHARED if k in env}, 'num_env_nodes': num_env_nodes,
+    p['learner_node'] = {**learner, **{k: env[k] for k in ENV_SHAPE if k in env}, 'num_env_nodes': num_env_nodes,
                          'num_updates': done_updates + env['num_steps'] if env.get('num_steps') else 0,
                          'metrics_dir': output_dir,
                          'weights_dir': str(Path(output_dir) / 'weights'),
@@ -81,8 +83,7 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
                          'tensorboard_dir': str(Path(output_dir) / 'tensorboard'),
                          'replay_buffer_dir': p['replay_buffer_writer_node']['output_dir'],
                          'run_id': col['run_id'], 'num_actors': num_learners,
-                         'gamma': col.get('gamma', 0.99), 'gae_lambda': col.get('gae_lambda', 0.95),
-                         'auto_reset': col.get('auto_reset', True)}
+                         **{k: resolve(COLLECTOR_NODE, col)[k] for k in ('gamma', 'gae_lambda', 'auto_reset')}}
     if warm_start:
         p['learner_node']['warm_start_dataset'] = str(warm_start)
     return p
@@ -97,26 +98,19 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
     """The training run in one process: sim_collect's in-process pipeline with the learner
     wired to the collector's outputs and the policy worker (same seeds, same data, same
     updates as over DDS); metrics.jsonl and the checkpoint as the learner node writes them."""
-    from ..learning.learner import append_metrics, write_warm_start
+    from ..learning.loop import LearnerLoop, RunFiles
+    from ..params.learner_node import LEARNER_NODE
+    from ..params.spec import resolve
     from ..rollout.workers import make_learner
-    pl = params['learner_node']
-    if pl.get('num_actors', 1) > 1:
+    pl = resolve(LEARNER_NODE, params['learner_node'])
+    if pl['num_actors'] > 1:
         raise ValueError('--in-process runs one learner; several learner ranks need --num-learners over ROS')
-    learner = make_learner(pl)
-    if pl.get('resume', True):
-        learner.load_checkpoint(pl['checkpoint_dir'])  # as the learner node does on start
-    if pl.get('warm_start_dataset') and learner.version == 0:
-        write_warm_start(output_dir, learner.warm_start_from(pl['warm_start_dataset'],
-                                                             int(pl.get('warm_start_epochs', 100))))
-    r = sc.run_inprocess(params, num_env_nodes, output_dir, learner=learner)
-    from ..learning import weights as W
-    every = int(pl.get('snapshot_every', 0))
-    for up in r['updates']:
-        append_metrics(Path(output_dir) / 'metrics.jsonl', up)
-        if every and up.version % every == 0:
-            W.save_file(up.state_dict, pl['weights_dir'], up.version)
-    learner.save_checkpoint(pl['checkpoint_dir'])
-    return r
+    loop = LearnerLoop(make_learner(pl), RunFiles.of_rank(pl))
+    loop.start(pl['resume'], pl['warm_start_dataset'], pl['warm_start_epochs'])
+    try:
+        return sc.run_inprocess(params, num_env_nodes, output_dir, learner=loop)
+    finally:
+        loop.close()
 
 
 def evaluate_checkpoint(checkpoint: str | Path, params: dict, num_episodes: int) -> dict:

@@ -10,13 +10,13 @@ import time
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
+from .. import msg as M
 from ..collect.collector import TrajectoryCollector, TrajectoryPlan
 from ..data.schema import ActionChunk, PolicyInput
+from ..data.synthetic import SyntheticSpec, make_parts
 from ..data.tree import tree_equal
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from ..data.synthetic import SyntheticSpec, make_parts
-from .. import msg as M
 
 
 def _messages(envs: int, hw: int):

@@ -26,7 +26,7 @@ class ActorCritic(nn.Module):
             feat += 32 * 16
         # separate actor and critic MLPs over the same inputs (as PPO for continuous control does):
         # through a shared trunk the value loss, whose scale is the return's, swamps the policy's
-        self.trunk = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+        self.actor = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
         self.critic = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
         self.mean = nn.Linear(hidden, chunk * action_dim)
         self.value = nn.Linear(hidden, 1)
@@ -39,7 +39,7 @@ class ActorCritic(nn.Module):
         # orthogonal init (gain sqrt 2 in the MLPs, 0.01 on the action head, 1 on the value head), as
         # PPO implementations do: the initial policy's mean action is ~0, so an untrained policy
         # does not drift the arm to a workspace bound before it learned anything
-        for net, gain in ((self.trunk, 2 ** 0.5), (self.critic, 2 ** 0.5)):
+        for net, gain in ((self.actor, 2 ** 0.5), (self.critic, 2 ** 0.5)):
             for layer in net:
                 if isinstance(layer, nn.Linear):
                     nn.init.orthogonal_(layer.weight, gain)
@@ -47,6 +47,7 @@ class ActorCritic(nn.Module):
         for layer, gain in ((self.mean, 0.01), (self.value, 1.0)):
             nn.init.orthogonal_(layer.weight, gain)
             nn.init.zeros_(layer.bias)
+        self._register_load_state_dict_pre_hook(_renamed_actor)
 
     @property
     def device(self) -> torch.device:
@@ -75,7 +76,7 @@ class ActorCritic(nn.Module):
         self.obs_count.fill_(n)
 
     def dist(self, x: torch.Tensor) -> torch.distributions.Normal:
-        return torch.distributions.Normal(torch.tanh(self.mean(self.trunk(x))), self.log_std.exp())
+        return torch.distributions.Normal(torch.tanh(self.mean(self.actor(x))), self.log_std.exp())
 
     def _value(self, x: torch.Tensor) -> torch.Tensor:
         return self.value(self.critic(x))
@@ -102,10 +103,27 @@ class ActorCritic(nn.Module):
 
     def evaluate(self, obs: dict, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Differentiable (logprobs [N, C*A], entropy [N, C*A], values [N]) of given actions:
-        what the PPO update needs (core/ppo.py)."""
+        what the PPO update needs (learning/ppo.py)."""
         x = self.inputs(obs)
         d = self.dist(x)
         return d.log_prob(actions.to(self.device)), d.entropy(), self._value(x)[..., 0]
+
+    # -- policies.protocol.TrainablePolicy: what behaviour cloning uses --------------------------
+    def action_mean(self, obs: dict) -> torch.Tensor:
+        return torch.tanh(self.mean(self.actor(self.inputs(obs))))
+
+    def actor_parameters(self):
+        yield from self.actor.parameters()
+        yield from self.mean.parameters()
+        if self.use_images:
+            yield from self.cnn.parameters()
+
+    def action_std(self) -> torch.Tensor:
+        return self.log_std.detach().exp()
+
+    @torch.no_grad()
+    def set_action_std(self, std: torch.Tensor) -> None:
+        self.log_std.copy_(std.log())
 
     @torch.no_grad()
     def values(self, obs: dict) -> torch.Tensor:
@@ -113,3 +131,9 @@ class ActorCritic(nn.Module):
 
     def load_weights(self, path: str) -> None:
         self.load_state_dict(torch.load(path, map_location='cpu', weights_only=True))
+
+
+def _renamed_actor(state_dict, prefix, *_):
+    """Weights saved before the actor MLP was named ``actor`` (it was ``trunk``) still load."""
+    for key in [k for k in state_dict if k.startswith(prefix + 'trunk.')]:
+        state_dict[prefix + 'actor.' + key[len(prefix) + len('trunk.'):]] = state_dict.pop(key)

@@ -18,6 +18,10 @@ import numpy as np
 import torch
 
 from ..collect.collector import TrajectoryPlan
+from ..params.collector_node import COLLECTOR_NODE
+from ..params.learner_node import LEARNER_NODE
+from ..params.policy_node import POLICY_NODE
+from ..params.spec import resolve
 from ..data.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart, RewardConfig,
                            TrajectoryKey, TrajectorySource)
 from ..collect.steps import CollectConfig
@@ -244,68 +248,66 @@ class PolicyWorker:
         return chunk, pol, self.complete(req)
 
 
-def make_policy_worker(pp: dict) -> PolicyWorker:
-    """The policy node's worker from its parameters (the node and the in-process run share it)."""
+def make_policy_worker(params: dict) -> PolicyWorker:
+    """The policy node's worker from its parameters (the node and the in-process run share it;
+    what ``params`` leaves out takes the node's default from its spec)."""
+    pp = resolve(POLICY_NODE, params)
     if pp['policy'] not in ('expert', 'mlp', 'zero'):
         raise ValueError(f"policy must be 'expert', 'mlp' or 'zero', got {pp['policy']!r}")
-    device = pp.get('device', 'cpu')
+    device = pp['device']
     if device.startswith('cuda') and not torch.cuda.is_available():
         raise ValueError(f'device {device!r} requested but CUDA is not available')
     model = ActorCritic(pp['state_dim'], pp['action_dim'], pp['chunk'], pp['hidden'], pp['use_images'],
-                        pp.get('image_size', 128), seed=pp['seed'])
-    if pp.get('weights'):
+                        pp['image_size'], seed=pp['seed'])
+    if pp['weights']:
         model.load_weights(pp['weights'])
     expert = None
     if pp['policy'] == 'expert':
-        expert = PickCubeExpert(noise=pp.get('expert_noise', 0.0), seed=pp['seed'])
+        expert = PickCubeExpert(noise=pp['expert_noise'], seed=pp['seed'])
     elif pp['policy'] == 'zero':
         expert = 'zero'
-    return PolicyWorker(model.to(device).eval(), expert, pp['seed'], pp.get('collect_transitions', False),
-                        pp.get('model_version', 0))
+    return PolicyWorker(model.to(device).eval(), expert, pp['seed'], pp['collect_transitions'], pp['model_version'])
 
 
-PPO_PARAMS = {'epochs': 'ppo_epochs'}  # PPOConfig field -> learner node parameter, where the names differ
-
-
-def make_learner(p: dict, all_reduce: Optional[Callable[[list], None]] = None):
+def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = None):
     """The learner node's Learner from its parameters (the node and the in-process run share
     it): the policy node's actor-critic at the same seed (so version 0 is the same model), PPO
     and the step's shape. ``num_actors`` > 1: this rank's share of the rows."""
     from ..learning.learner import Learner, LearnerConfig
     from ..learning.ppo import PPOConfig
-    ranks, rank = int(p.get('num_actors', 1)), int(p.get('actor_rank', 0))
-    rows = int(p['num_envs']) * int(p.get('num_env_nodes', 1))
+    p = resolve(LEARNER_NODE, params)
+    ranks, rank = int(p['num_actors']), int(p['actor_rank'])
+    rows = int(p['num_envs']) * int(p['num_env_nodes'])
     if ranks < 1 or rows % ranks or not 0 <= rank < ranks:
         raise ValueError(f'num_actors {ranks} must divide the {rows} env rows and actor_rank {rank} be in '
                          f'[0, {ranks})')
-    model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p.get('hidden', 128), seed=p.get('seed', 0))
-    d, c = PPOConfig(), LearnerConfig(0, 0)  # a parameter left out keeps the node's default (these)
-    ppo = PPOConfig(**{f: p.get(PPO_PARAMS.get(f, f), getattr(d, f)) for f in PPOConfig.__dataclass_fields__})
-    cfg = LearnerConfig(rows // ranks, p['action_dim'], p.get('gamma', c.gamma), p.get('gae_lambda', c.gae_lambda),
-                        p.get('advantage', c.advantage), p.get('auto_reset', c.auto_reset),
-                        p.get('max_version_lag', c.max_version_lag),
-                        p.get('num_epochs', 1) * p.get('chunks_per_epoch', 1), rank if ranks > 1 else -1,
-                        p.get('run_id', ''))
+    model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], seed=p['seed'])
+    ppo = PPOConfig(clip_ratio=p['clip_ratio'], value_clip=p['value_clip'], entropy_coef=p['entropy_coef'],
+                    value_coef=p['value_coef'], epochs=p['ppo_epochs'], minibatch_size=p['minibatch_size'],
+                    max_grad_norm=p['max_grad_norm'], target_kl=p['target_kl'], critic_warmup=p['critic_warmup'],
+                    lr=p['lr'], normalize_advantages=p['normalize_advantages'])
+    cfg = LearnerConfig(rows // ranks, p['action_dim'], p['gamma'], p['gae_lambda'], p['advantage'], p['auto_reset'],
+                        p['max_version_lag'], p['num_epochs'] * p['chunks_per_epoch'], rank if ranks > 1 else -1,
+                        p['run_id'])
     return Learner(model, ppo, cfg, all_reduce=all_reduce, seed=p['seed'])
 
 
-def make_plan(pc: dict) -> TrajectoryPlan:
+def make_plan(params: dict) -> TrajectoryPlan:
     """The collector node's TrajectoryPlan from its parameters (the node and the in-process run
     share it, so both build the same outputs from the same YAML)."""
+    pc = resolve(COLLECTOR_NODE, params)
     ranks = list(pc['env_ranks'])
     if not ranks:
         raise ValueError('env_ranks must name at least one source')
-    gamma = pc.get('gamma', 0.99)
     return TrajectoryPlan(
         mode=pc['mode'], num_epochs=pc['num_epochs'], chunks_per_epoch=pc['chunks_per_epoch'],
         sources=[(r, 0) for r in ranks], envs_per_source=pc['num_envs'],
-        collect=CollectConfig(RewardConfig(auto_reset=pc.get('auto_reset', True), gamma=gamma),
-                              collect_transitions=pc.get('collect_transitions', False)),
-        num_shards=pc.get('num_shards', 1), num_actors=pc.get('num_actors', 1),
-        micro_batch_size=pc.get('micro_batch_size', 0), shuffle_micro_batches=pc.get('shuffle_micro_batches', False),
-        normalize_advantages=pc.get('normalize_advantages', False), gamma=gamma,
-        gae_lambda=pc.get('gae_lambda', 0.95), seed=pc.get('seed', 0), only_success=pc.get('only_success', False),
-        success_reward=pc.get('success_reward', 0.5))
+        collect=CollectConfig(RewardConfig(auto_reset=pc['auto_reset'], gamma=pc['gamma']),
+                              collect_transitions=pc['collect_transitions']),
+        num_shards=pc['num_shards'], num_actors=pc['num_actors'], micro_batch_size=pc['micro_batch_size'],
+        shuffle_micro_batches=pc['shuffle_micro_batches'], normalize_advantages=pc['normalize_advantages'],
+        gamma=pc['gamma'], gae_lambda=pc['gae_lambda'], seed=pc['seed'], only_success=pc['only_success'],
+        success_reward=pc['success_reward'])
 
 
 def drive(worker: EnvWorker, answer: Callable[[PolicyInput], Optional[torch.Tensor]]) -> None:

@@ -16,9 +16,9 @@ import torch
 
 from ..data.schema import (ActionChunk, EnvPart, EnvTransition, MalformedPartError, PolicyInput, PolicyOutput,
                            PolicyPart, TrajectoryKey, TrajectorySource)
+from .. import msg as M
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory
-from .. import msg as M
 
 ArrayLike = Union[torch.Tensor, np.ndarray]
 
@@ -347,11 +347,9 @@ def action_chunk_from_msg(m: M.ActionChunk) -> ActionChunk:
                        _required(m.actions, 'ActionChunk.actions'), int(m.model_version))
 
 
-def trajectory_to_msg(t: Trajectory, mode: str = 'rollout', step_id: int = 0, source_id=(0, 0),
-                      actor_rank: int = 0, micro_batch: int = 0) -> M.Trajectory:
-    m = M.Trajectory(mode=mode, step_id=int(step_id), env_rank=int(source_id[0]), stage_id=int(source_id[1]),
-                     actor_rank=int(actor_rank), micro_batch=int(micro_batch), num_epochs=int(t.num_epochs),
-                     chunks_per_epoch=int(t.chunks_per_epoch))
+def trajectory_to_msg(t: Trajectory) -> M.Trajectory:
+    """What it is travels once, as its identity; the message adds only the layout (epochs)."""
+    m = M.Trajectory(num_epochs=int(t.num_epochs))
     m.keys = [key_to_msg(k) for k in t.keys]
     if t.identity is not None:
         m.identity = identity_to_msg(t.identity)
