@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lerobot_writer import NAMINGS
+from .lerobot_format import NAMINGS
 
 
 def find_datasets(root: str | Path) -> list[Path]:

@@ -15,11 +15,9 @@ See shared/research/lerobot-format.md for the contract lerobot 0.6.1 checks.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -28,88 +26,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from ..storage.files import atomic_write, json_writer, publish_staged, stage_write
+from ..storage.files import atomic_write, json_writer, publish_staged
+from . import lerobot_meta as meta
 from . import lerobot_stats as st
+from .lerobot_format import (CHUNKS_SIZE, DEFAULT_FEATURES, EXTRA_IMAGE_KEYS, IMAGE_STORAGES, MAIN_IMAGE_KEYS, NAMINGS,
+                             STATE_KEYS, TASK_KEYS, VIDEO_PATH, _first, _np, holds_dataset, png_bytes, to_uint8_image)
 from .record import EpisodeRecord
 from .video import VideoEncoding, VideoFile, check_encoder, check_frame_size, probe_video_info
 
-MAIN_IMAGE_KEYS = ('main_images', 'image', 'full_image')
-EXTRA_IMAGE_KEYS = ('extra_view_images', 'extra_view_image')
-STATE_KEYS = ('states', 'state')
-TASK_KEYS = ('task_descriptions', 'task_description', 'task')
-DEFAULT_FEATURES = {'timestamp': ('float32', [1]), 'frame_index': ('int64', [1]), 'episode_index': ('int64', [1]),
-                    'index': ('int64', [1]), 'task_index': ('int64', [1])}
-CHUNKS_SIZE = 1000
-VIDEO_PATH = 'videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4'
 MAX_PENDING_VIDEO_EPISODES = 4  # per camera: a slow encoder slows the writer instead of eating memory
-
-
-@dataclass(frozen=True)
-class DatasetNaming:
-    """Which feature key each recorded quantity gets."""
-    state: str
-    action: str
-    reward: Optional[str]
-    done: str
-    success: str
-    camera_prefix: Optional[str]  # None: the spec's image / extra_view_image[-i] keys
-
-    def camera_keys(self, streams: list[tuple[str, Optional[int]]], names: Sequence[str]) -> list[str]:
-        """streams: ('main', None) | ('extra', None | i) in dataset order."""
-        if self.camera_prefix is None:
-            return ['image' if src == 'main' else ('extra_view_image' if i is None else f'extra_view_image-{i}')
-                    for src, i in streams]
-        if not names:  # unnamed cameras: the spec's roles
-            names = ['main'] + [f'extra_{j}' for j in range(len(streams) - 1)]
-        if len(names) < len(streams):
-            raise ValueError(f'the env has {len(streams)} camera streams but camera_names names {len(names)}: '
-                             f'{list(names)} (one name per stream, the main camera first)')
-        keys = [f'{self.camera_prefix}{n}' for n in names[:len(streams)]]
-        if len(set(keys)) != len(keys) or any('/' in n or not n for n in names[:len(streams)]):
-            raise ValueError(f'camera_names must be distinct, non-empty and without "/": {list(names)}')
-        return keys
-
-
-NAMINGS = {
-    'lerobot': DatasetNaming('observation.state', 'action', 'next.reward', 'next.done', 'next.success',
-                             'observation.images.'),
-    'rlinf': DatasetNaming('state', 'actions', None, 'done', 'is_success', None),
-}
-IMAGE_STORAGES = ('png', 'video')
-
-
-def _first(obs: dict, keys: tuple) -> Any:
-    for k in keys:
-        if k in obs and obs[k] is not None:
-            return obs[k]
-    return None
-
-
-def _np(x: Any) -> np.ndarray:
-    if hasattr(x, 'detach'):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
-def to_uint8_image(x: Any) -> np.ndarray:
-    """Float images in [0, 1] are scaled by 255; other dtypes are clipped to [0, 255]."""
-    a = _np(x)
-    if a.dtype == np.uint8:
-        return a
-    if np.issubdtype(a.dtype, np.floating):
-        return (np.clip(a, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-    return np.clip(a, 0, 255).astype(np.uint8)
-
-
-def png_bytes(frame: np.ndarray, compress_level: int = 1) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(frame).save(buf, format='PNG', compress_level=compress_level)
-    return buf.getvalue()
-
-
-def holds_dataset(root: str | Path) -> bool:
-    """A LeRobot dataset is there: its meta/info.json exists from the first finalize checkpoint on."""
-    return (Path(root) / 'meta' / 'info.json').exists()
 
 
 class LeRobotWriter:
@@ -325,7 +250,7 @@ class LeRobotWriter:
             path = self.root / 'data' / f'chunk-{chunk:03d}' / f'episode_{ep_index:06d}.parquet'
             path.parent.mkdir(parents=True, exist_ok=True)
             # visible only at the next finalize, together with the meta that counts it
-            self._staged_episodes += self._stage(path, lambda fh: pq.write_table(table, fh, compression='snappy'))
+            self._staged_episodes += meta.stage(path, lambda fh: pq.write_table(table, fh, compression='snappy'))
         else:
             if self._writer is None:
                 d = self.root / 'data' / 'chunk-000'
@@ -409,72 +334,19 @@ class LeRobotWriter:
             self._writer, self._writer_tmp = None, None
             self._file_index += 1
         agg = {k: st.to_json(st.aggregate([s[k] for s in self._ep_stats])) for k in self.features}
-        staged += self._stage(self.root / 'meta' / 'stats.json', json_writer(agg, sort_keys=False, indent=4),
+        staged += meta.stage(self.root / 'meta' / 'stats.json', json_writer(agg, sort_keys=False, indent=4),
                               binary=False)
-        staged += self._stage_v30_meta() if self.version == 'v3.0' else self._stage_v21_meta()
+        if self.version == 'v3.0':
+            staged += meta.stage_v30(self.root, self._tasks, self._episodes, self._video_keys, self.features,
+                                     self._ep_stats)
+        else:
+            staged += meta.stage_v21(self.root, self._tasks, self._episodes, self._ep_stats)
+        info = meta.info(self.version, self.fps, self.features, self._episodes, self._total_frames, len(self._tasks),
+                         bool(self._video_keys), self.robot_type)
         # key order as lerobot writes it: its camera_keys follow the features' order
-        staged += self._stage(self.root / 'meta' / 'info.json', json_writer(self._info(), sort_keys=False, indent=4),
+        staged += meta.stage(self.root / 'meta' / 'info.json', json_writer(info, sort_keys=False, indent=4),
                               binary=False)
         publish_staged(staged)  # renames back to back, then the directories fsynced
-
-    @staticmethod
-    def _stage(path: Path, write, binary: bool = True) -> list[tuple[Path, Path]]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return [(stage_write(path, write, binary), path)]
-
-    def _info(self) -> dict:
-        info = {'codebase_version': self.version, 'fps': self.fps, 'features': self.features,
-                'total_episodes': len(self._episodes), 'total_frames': self._total_frames,
-                'total_tasks': len(self._tasks), 'chunks_size': CHUNKS_SIZE}
-        if self.version == 'v3.0':
-            info.update({'data_files_size_in_mb': 100, 'video_files_size_in_mb': 200,
-                         'data_path': 'data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet',
-                         'video_path': VIDEO_PATH if self._video_keys else None})
-        else:
-            info.update({'total_chunks': len(self._episodes) // CHUNKS_SIZE + 1, 'total_videos': 0,
-                         'data_path': 'data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet',
-                         'video_path': None})
-        info.update({'robot_type': self.robot_type, 'splits': {'train': f'0:{len(self._episodes)}'}})
-        return info
-
-    def _stage_v30_meta(self) -> list[tuple[Path, Path]]:
-        tasks = sorted(self._tasks.items(), key=lambda kv: kv[1])
-        ttable = pa.table({'task_index': pa.array([i for _, i in tasks], pa.int64()),
-                           'task': pa.array([t for t, _ in tasks], pa.string())})
-        # lerobot reads tasks.iloc[i].name: the task must be the pandas index (else item['task'] == 0)
-        pandas_meta = {'index_columns': ['task'], 'column_indexes': [], 'columns': [
-            {'name': 'task_index', 'field_name': 'task_index', 'pandas_type': 'int64', 'numpy_type': 'int64',
-             'metadata': None},
-            {'name': 'task', 'field_name': 'task', 'pandas_type': 'unicode', 'numpy_type': 'object',
-             'metadata': None}], 'creator': {'library': 'pyarrow', 'version': pa.__version__},
-            'pandas_version': '2.3.3'}
-        ttable = ttable.replace_schema_metadata({'pandas': json.dumps(pandas_meta)})
-        staged = self._stage(self.root / 'meta' / 'tasks.parquet', lambda fh: pq.write_table(ttable, fh))
-        cols: dict[str, list] = {k: [e[k] for e in self._episodes] for k in
-                                 ('episode_index', 'tasks', 'length', 'data/chunk_index', 'data/file_index',
-                                  'dataset_from_index', 'dataset_to_index')}
-        for k in self._video_keys:
-            for c in ('chunk_index', 'file_index', 'from_timestamp', 'to_timestamp'):
-                cols[f'videos/{k}/{c}'] = [e[f'videos/{k}/{c}'] for e in self._episodes]
-        for k in self.features:
-            for s in st.QNAMES + ('min', 'max', 'mean', 'std', 'count'):
-                cols[f'stats/{k}/{s}'] = [np.asarray(es[k][s]).tolist() for es in self._ep_stats]
-        cols['meta/episodes/chunk_index'] = [0] * len(self._episodes)
-        cols['meta/episodes/file_index'] = [0] * len(self._episodes)
-        etable = pa.table(cols)
-        return staged + self._stage(self.root / 'meta' / 'episodes' / 'chunk-000' / 'file-000.parquet',
-                                    lambda fh: pq.write_table(etable, fh))
-
-    def _stage_v21_meta(self) -> list[tuple[Path, Path]]:
-        def jsonl(name: str, rows: list[dict]) -> list[tuple[Path, Path]]:
-            text = ''.join(json.dumps(r) + '\n' for r in rows)
-            return self._stage(self.root / 'meta' / name, lambda fh: fh.write(text), binary=False)
-        tasks = [{'task_index': i, 'task': t} for t, i in sorted(self._tasks.items(), key=lambda kv: kv[1])]
-        episodes = [{'episode_index': e['episode_index'], 'tasks': e['tasks'], 'length': e['length']}
-                    for e in self._episodes]
-        stats = [{'episode_index': e['episode_index'], 'stats': {k: st.to_json(v) for k, v in s.items()}}
-                 for e, s in zip(self._episodes, self._ep_stats)]
-        return jsonl('tasks.jsonl', tasks) + jsonl('episodes.jsonl', episodes) + jsonl('episodes_stats.jsonl', stats)
 
     @property
     def num_episodes(self) -> int:

@@ -62,5 +62,5 @@ def discard_if_empty(run: str | Path) -> bool:
 
 def existing_datasets(collect_dir: str | Path) -> list[Path]:
     """LeRobot datasets already under a collection directory (one per env node)."""
-    from ..episodes.lerobot_writer import holds_dataset  # here: launch files import this module, keep it light
+    from ..episodes.lerobot_format import holds_dataset  # here: launch files import this module, keep it light
     return sorted(d for d in Path(collect_dir).glob('env_*') if holds_dataset(d))
