@@ -447,6 +447,12 @@ def test_lerobot_episodes_carry_over_and_only_success():
         ep = o.episode
         assert len(ep.observations) == ep.num_chunks + 1  # final obs known from next_obs
         assert ep.success == (bool((ep.rewards >= 0.5).any()) and bool(ep.terminations[-1].any()))
+        # stored as whole transitions: chunk t's next_obs is chunk t+1's obs, the last one the final obs
+        t = o.trajectory
+        for k, v in t.curr_obs.items():
+            assert torch.equal(v[:, 0], torch.stack([x[k] for x in ep.observations[:-1]]))
+            assert torch.equal(t.next_obs[k][:, 0], torch.stack([x[k] for x in ep.observations[1:]]))
+            assert v.shape[:2] == (ep.num_chunks, 1)
     p2 = TrajectoryPlan(**{**p.__dict__, 'only_success': True})
     col2 = TrajectoryCollector(p2)
     outs2 = [o for s in (spec0, spec1) for x in all_parts(s) for o in col2.push(x)]

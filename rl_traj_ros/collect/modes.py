@@ -19,7 +19,7 @@ import torch
 from ..data.identity import TrajectoryId
 from ..data.schema import TrajectoryKey
 from ..data.trajectory import Trajectory
-from ..data.tree import tree_map
+from ..data.tree import tree_map, tree_stack
 from ..learning.advantages import compute_gae, compute_loss_mask, masked_normalize
 from .plan import SourceId, TrajectoryPlan
 from .steps import TrajectoryStep
@@ -101,18 +101,30 @@ class Episode:
     def as_trajectory(self) -> Trajectory:
         """This episode as a one-env trajectory ``[n, 1, ...]`` (boundary fields padded with a
         zero ``d_before``); demonstrations have no log-probs or values, so those stay zero and
-        ``versions`` is -1 ("no model")."""
+        ``versions`` is -1 ("no model"). With its observations (the collector's
+        ``collect_transitions``) and the final one known, every chunk is a whole transition:
+        ``curr_obs`` (the observation it started from) and ``next_obs`` (the next chunk's, the
+        pre-reset final observation for the last), what an off-policy learner trains on."""
         n = self.num_chunks
 
         def boundary(x: Optional[torch.Tensor]) -> torch.Tensor:
             x = torch.zeros_like(self.dones) if x is None else x.to(torch.bool)
             return torch.cat([torch.zeros_like(x[:1]), x]).unsqueeze(1)
+        obs = self.observations or []
+        transitions = {}
+        if len(obs) == n + 1:
+            transitions = {'curr_obs': tree_stack_env(obs[:n]), 'next_obs': tree_stack_env(obs[1:])}
         return Trajectory(actions=self.actions.unsqueeze(1), rewards=self.rewards.unsqueeze(1),
                           prev_logprobs=torch.zeros_like(self.actions).unsqueeze(1),
                           versions=torch.full((n, 1, self.rewards.shape[1]), -1, dtype=torch.int64),
                           intervene_flags=self.intervene_flags.unsqueeze(1), dones=boundary(self.dones),
                           terminations=boundary(self.terminations), truncations=boundary(self.truncations),
-                          prev_values=torch.zeros(n + 1, 1, 1), num_epochs=1, keys=list(self.keys))
+                          prev_values=torch.zeros(n + 1, 1, 1), num_epochs=1, keys=list(self.keys), **transitions)
+
+
+def tree_stack_env(items: list[dict]) -> dict:
+    """Per-chunk observation dicts of one env -> ``[n, 1, ...]`` tensors."""
+    return tree_map(lambda x: x.unsqueeze(1), tree_stack(items))
 
 
 

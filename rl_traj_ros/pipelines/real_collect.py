@@ -65,9 +65,9 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
                             'finalize_interval': 1,
                             **{k: dc[k] for k in ('dataset_naming', 'image_storage', 'camera_names') if k in dc}},
         'policy_node': {**common, 'policy': 'zero', 'state_dim': 21, 'hidden': 64, 'use_images': False,
-                        'weights': '', 'collect_transitions': False},
+                        'weights': '', 'collect_transitions': True},
         'trajectory_collector_node': {**common, 'mode': 'lerobot', 'env_ranks': [0], 'only_success': True,
-                                      'success_reward': 0.5, 'collect_transitions': False,
+                                      'success_reward': 0.5, 'collect_transitions': True,  # whole transitions
                                       'run_id': new_run_id(f'{Path(run_dir).name}-')},
         'replay_buffer_writer_node': {**common, 'output_dir': str(demos), 'trajectory_format': 'pt',
                                       'cache_size': 5, 'sample_window_size': 0},

@@ -1,0 +1,142 @@
+"""Off-policy models over action chunks: a squashed-Gaussian actor and a LayerNorm critic ensemble.
+
+The actor is what the policy node runs (``act``, the same call as ``ActorCritic``'s) and what
+the learner sends as weights; the critics stay with the learner. Actions are ``tanh`` squashed
+and scaled per action dimension (``action_scale``: the env's units, e.g. metres per control
+step for the sim's pick task, 1 for a gripper command), so the actor, the demonstrations and
+the env speak the same units. LayerNorm after every hidden layer (RLPD: it keeps an ensemble's
+Q values from extrapolating on out-of-distribution actions); the critic ensemble is one
+batched matmul per layer, not a Python loop over members.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class ImageEncoder(nn.Module):
+    """A small CNN over ``main_images`` [N, H, W, 3] uint8 -> [N, out] features."""
+
+    def __init__(self, out: int = 64):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(),
+                                 nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(32 * 16, out), nn.LayerNorm(out),
+                                 nn.Tanh())
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.net(images.permute(0, 3, 1, 2).to(torch.float32) / 255.0)
+
+
+def mlp(inp: int, hidden: int, layers: int = 2) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    for i in range(layers):
+        mods += [nn.Linear(inp if i == 0 else hidden, hidden), nn.LayerNorm(hidden), nn.ReLU()]
+    return nn.Sequential(*mods)
+
+
+class SquashedGaussianActor(nn.Module):
+    def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = 256,
+                 action_scale: Optional[Sequence[float]] = None, use_images: bool = False, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
+        scale = torch.ones(action_dim) if action_scale is None else torch.as_tensor(action_scale, dtype=torch.float32)
+        if scale.shape != (action_dim,) or bool((scale <= 0).any()):
+            raise ValueError(f'action_scale must be {action_dim} positive numbers, got {scale.tolist()}')
+        self.register_buffer('scale', scale.repeat(chunk))
+        self.encoder = ImageEncoder() if use_images else None
+        self.body = mlp(state_dim + (64 if use_images else 0), hidden)
+        self.mean = nn.Linear(hidden, chunk * action_dim)
+        self.log_std = nn.Linear(hidden, chunk * action_dim)
+
+    @property
+    def device(self) -> torch.device:
+        return self.mean.weight.device
+
+    def features(self, obs: dict) -> torch.Tensor:
+        x = obs['states'].to(self.device, torch.float32)
+        if self.use_images:
+            x = torch.cat([x, self.encoder(obs['main_images'].to(self.device))], dim=1)
+        return x
+
+    def _dist(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.body(self.features(obs))
+        log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return self.mean(h), log_std.exp()
+
+    def sample(self, obs: dict, generator: Optional[torch.Generator] = None,
+               deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actions [N, C*A] in ``[-scale, scale]``, log-probability [N]) with the tanh and
+        scale corrections; differentiable (reparameterized)."""
+        mu, std = self._dist(obs)
+        if deterministic:
+            u = mu
+        else:
+            noise = torch.randn(mu.shape, generator=generator).to(mu.device) if generator is not None \
+                else torch.randn_like(mu)
+            u = mu + std * noise
+        t = torch.tanh(u)
+        logp = (-0.5 * ((u - mu) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+        logp = logp - (2 * (math.log(2.0) - u - F.softplus(-2 * u))).sum(-1) - self.scale.log().sum()
+        return t * self.scale, logp
+
+    @torch.no_grad()
+    def act(self, obs: dict, generator: Optional[torch.Generator] = None, actions: Optional[torch.Tensor] = None,
+            deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The policy node's call (as ``ActorCritic.act``): (actions [B, C*A], log-probabilities
+        [B, C*A] (the chunk's, spread evenly over its entries), values [B, 1] (zeros: the
+        critics stay with the learner)). Given ``actions`` (an operator's), the same shapes."""
+        a, logp = self.sample(obs, generator, deterministic)
+        if actions is not None:
+            a = actions.to(self.device)
+        n = a.shape[0]
+        return a.cpu(), (logp / a.shape[1]).unsqueeze(1).expand(n, a.shape[1]).cpu(), torch.zeros(n, 1)
+
+    def load_weights(self, path: str) -> None:
+        self.load_state_dict(torch.load(path, map_location='cpu', weights_only=True))
+
+
+class EnsembleLinear(nn.Module):
+    """``E`` independent linear layers applied as one batched matmul: [E, N, in] -> [E, N, out]."""
+
+    def __init__(self, members: int, inp: int, out: int):
+        super().__init__()
+        bound = 1.0 / math.sqrt(inp)
+        self.weight = nn.Parameter(torch.empty(members, inp, out).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(members, 1, out).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class CriticEnsemble(nn.Module):
+    """``E`` Q-functions Q(s, a) over action chunks, LayerNorm after each hidden layer."""
+
+    def __init__(self, state_dim: int, action_dim: int, chunk: int, members: int = 10, hidden: int = 256,
+                 use_images: bool = False):
+        super().__init__()
+        self.members, self.use_images = members, use_images
+        self.encoder = ImageEncoder() if use_images else None
+        inp = state_dim + (64 if use_images else 0) + chunk * action_dim
+        self.l1, self.l2, self.out = (EnsembleLinear(members, inp, hidden), EnsembleLinear(members, hidden, hidden),
+                                      EnsembleLinear(members, hidden, 1))
+        self.hidden = hidden
+
+    def forward(self, obs: dict, actions: torch.Tensor) -> torch.Tensor:
+        """Q values [E, N]."""
+        x = obs['states'].to(torch.float32)
+        if self.use_images:
+            x = torch.cat([x, self.encoder(obs['main_images'])], dim=1)
+        x = torch.cat([x, actions.to(torch.float32)], dim=1).unsqueeze(0).expand(self.members, -1, -1)
+        h = F.relu(F.layer_norm(self.l1(x), (self.hidden,)))
+        h = F.relu(F.layer_norm(self.l2(h), (self.hidden,)))
+        return self.out(h)[..., 0]
+
+
+__all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'ImageEncoder']

@@ -1,0 +1,37 @@
+"""Batches drawn from two buffers at a fixed ratio: RLPD's symmetric sampling.
+
+Each batch takes ``round(n * online_ratio)`` rows from the online buffer and the rest from the
+demonstration buffer (0.5: RLPD's and HIL-SERL's 50/50; RLinf's ``sample(B//2)`` from each).
+Rows are whole stored rows (``storage.layout``), so both buffers must hold the fields the
+learner reads; a field one of them lacks is left out of the batch (a demo has no ``versions``
+of a model, an online row no recorded task). Before a buffer has anything the other fills the
+whole batch.
+"""
+from __future__ import annotations
+
+import torch
+
+
+class DemoOnlineMixer:
+    def __init__(self, online, demos, online_ratio: float = 0.5):
+        if not 0.0 <= online_ratio <= 1.0:
+            raise ValueError(f'online_ratio must be in [0, 1], got {online_ratio}')
+        self.online, self.demos, self.online_ratio = online, demos, online_ratio
+
+    def split(self, n: int) -> tuple[int, int]:
+        """(online rows, demo rows) of a batch of ``n``."""
+        if not len(self.demos):
+            return n, 0
+        if not len(self.online):
+            return 0, n
+        k = int(round(n * self.online_ratio))
+        return k, n - k
+
+    def sample(self, n: int) -> dict[str, torch.Tensor]:
+        k, m = self.split(n)
+        parts = [b.sample(c) for b, c in ((self.online, k), (self.demos, m)) if c]
+        keys = set(parts[0]).intersection(*parts[1:])
+        return {f: torch.cat([p[f] for p in parts]) for f in sorted(keys)}
+
+
+__all__ = ['DemoOnlineMixer']

@@ -1,0 +1,205 @@
+"""RLPD over action chunks, without ROS: transitions, targets and losses by hand, the mixer,
+and a task the learner must solve."""
+import math
+
+import pytest
+import torch
+
+from rl_traj_ros.learning.rlpd import RLPDConfig, RLPDUpdater, random_shift
+from rl_traj_ros.learning.transitions import TransitionBatch, check_rows, to_transitions
+from rl_traj_ros.policies.sac import CriticEnsemble, SquashedGaussianActor
+from rl_traj_ros.storage.mixer import DemoOnlineMixer
+from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+
+
+def test_chunk_transitions_by_hand():
+    """gamma 0.5, C = 3, rewards (1, 2, 4) in every row: no done -> R = 1 + 0.5*2 + 0.25*4 = 3,
+    bootstrap 0.5^3; terminated in slot 1 -> R = 2, no bootstrap; truncated in slot 0 -> R = 1,
+    bootstrap 0.5 from the pre-reset observation; terminated in slot 2 -> R = 3, none."""
+    r = torch.tensor([[1.0, 2.0, 4.0]]).repeat(4, 1)
+    term = torch.tensor([[0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 1]], dtype=torch.bool)
+    trunc = torch.tensor([[0, 0, 0], [0, 0, 0], [1, 0, 0], [0, 0, 0]], dtype=torch.bool)
+    rows = {'curr_obs/states': torch.arange(8.0).reshape(4, 2), 'next_obs/states': -torch.arange(8.0).reshape(4, 2),
+            'actions': torch.zeros(4, 6), 'rewards': r, 'dones': term | trunc, 'terminations': term,
+            'truncations': trunc, 'intervene_flags': torch.tensor([[0] * 6, [0] * 6, [1] + [0] * 5, [0] * 6]).bool()}
+    b = to_transitions(rows, gamma=0.5)
+    assert b.rewards.tolist() == [3.0, 2.0, 1.0, 3.0]
+    assert b.discounts.tolist() == [0.125, 0.0, 0.5, 0.0]
+    assert b.intervened.tolist() == [False, False, True, False]
+    assert torch.equal(b.obs['states'], rows['curr_obs/states']) and torch.equal(b.next_obs['states'],
+                                                                                rows['next_obs/states'])
+
+
+def test_rows_without_observations_are_refused_naming_the_fields():
+    with pytest.raises(ValueError, match='curr_obs/states, next_obs/states.*record them again'):
+        check_rows({'actions': 0, 'rewards': 0, 'dones': 0, 'terminations': 0, 'truncations': 0,
+                    'intervene_flags': 0}, 'demos/trajectory_00000000.pt')
+
+
+class FixedCritics(torch.nn.Module):
+    """Q values that do not depend on the input: [E, N] given."""
+    def __init__(self, q):
+        super().__init__()
+        self.q = torch.nn.Parameter(q.clone())
+        self.members = q.shape[0]
+
+    def forward(self, obs, actions):
+        return self.q + 0.0 * actions.sum(1)
+
+
+def updater(q_target, q_online=None, **cfg):
+    actor = SquashedGaussianActor(2, 1, 1, hidden=8, seed=0)
+    critics = CriticEnsemble(2, 1, 1, members=q_target.shape[0], hidden=8)
+    u = RLPDUpdater(actor, critics, RLPDConfig(**cfg), seed=0)
+    u.target = FixedCritics(q_target)
+    if q_online is not None:
+        u.critics = FixedCritics(q_online)
+    return u
+
+
+def batch(n=2, rewards=(1.0, 2.0), discounts=(0.5, 0.0)):
+    obs = {'states': torch.zeros(n, 2)}
+    return TransitionBatch(obs, torch.zeros(n, 1), torch.tensor(rewards), torch.tensor(discounts), obs,
+                           torch.zeros(n, dtype=torch.bool))
+
+
+def test_target_is_reward_plus_discounted_min_of_the_subsampled_target_critics():
+    q = torch.tensor([[5.0, 5.0], [3.0, 3.0], [7.0, 7.0], [4.0, 4.0]])   # 4 target critics, 2 rows
+    u = updater(q, critic_subsample=4)                                    # min over all: 3
+    assert u.target_q(batch()).tolist() == [1.0 + 0.5 * 3.0, 2.0]          # the second row terminated
+    u = updater(q, critic_subsample=2)   # a random pair each time: its min
+    seen = {round(float(u.target_q(batch())[0]), 4) for _ in range(60)}
+    mins = {1.0 + 0.5 * min(float(q[i, 0]), float(q[j, 0])) for i in range(4) for j in range(4) if i != j}
+    assert seen <= mins and len(seen) > 1 and min(seen) == 2.5
+
+
+def test_entropy_backup_subtracts_alpha_log_pi_of_the_next_action():
+    q = torch.tensor([[3.0, 3.0], [3.0, 3.0]])
+    u = updater(q, critic_subsample=2, backup_entropy=True, init_temperature=0.5)
+    state = u.generator.get_state()
+    _, logp = u.actor.sample(batch().next_obs, u.generator)
+    u.generator.set_state(state)
+    y = u.target_q(batch())
+    assert torch.allclose(y, torch.tensor([1.0, 2.0]) + torch.tensor([0.5, 0.0]) * (3.0 - 0.5 * logp), atol=1e-5)
+
+
+def test_critic_loss_actor_loss_and_temperature_by_hand():
+    q_t = torch.tensor([[3.0, 3.0], [3.0, 3.0]])
+    q_o = torch.tensor([[2.0, 1.0], [4.0, 2.0]])
+    u = updater(q_t, q_online=q_o, critic_subsample=2, init_temperature=0.1)
+    b = batch()   # targets: 1 + 0.5*3 = 2.5 and 2
+    loss, _ = u.critic_loss(b)
+    want = ((2.0 - 2.5) ** 2 + (1.0 - 2.0) ** 2 + (4.0 - 2.5) ** 2 + (2.0 - 2.0) ** 2) / 4
+    assert math.isclose(float(loss.detach()), want, rel_tol=1e-6)
+    state = u.generator.get_state()
+    _, logp = u.actor.sample(b.obs, u.generator)
+    u.generator.set_state(state)
+    a_loss, _ = u.actor_loss(b)
+    assert math.isclose(float(a_loss.detach()), float((0.1 * logp - torch.tensor([3.0, 1.5])).mean()), rel_tol=1e-5)
+    # entropy below the target -> the temperature's gradient raises it (and the reverse)
+    low = u.temperature_loss(torch.full((4,), 5.0))     # entropy -5 < target -0.5
+    low.backward()
+    assert float(u.log_alpha.grad) < 0
+    u.log_alpha.grad = None
+    u.temperature_loss(torch.full((4,), -5.0)).backward()
+    assert float(u.log_alpha.grad) > 0
+    assert u.target_entropy == -0.5   # -|A|/2 with C*A = 1
+
+
+def test_random_shift_moves_content_by_at_most_the_pad():
+    img = torch.zeros(3, 16, 16, 3, dtype=torch.uint8)
+    img[:, 8, 8] = 255
+    out = random_shift(img, 4, torch.Generator().manual_seed(1))
+    assert out.shape == img.shape and out.dtype == torch.uint8
+    for k in range(3):
+        ys, xs = (out[k, :, :, 0] == 255).nonzero(as_tuple=True)
+        assert len(ys) == 1 and abs(int(ys[0]) - 8) <= 4 and abs(int(xs[0]) - 8) <= 4
+    assert torch.equal(random_shift(img, 0, torch.Generator()), img)
+
+
+def test_squashed_actions_stay_in_the_scaled_box_and_log_probs_match_a_density_check():
+    actor = SquashedGaussianActor(3, 2, 2, hidden=16, action_scale=[0.025, 1.0], seed=2)
+    obs = {'states': torch.randn(5000, 3)}
+    a, logp = actor.sample(obs, torch.Generator().manual_seed(0))
+    assert a.shape == (5000, 4) and bool((a[:, [0, 2]].abs() <= 0.025).all()) and bool((a.abs() <= 1.0).all())
+    # the log-probability is the Gaussian's at u = atanh(a / scale) minus log |da/du|
+    mu, std = actor._dist(obs)
+    u = torch.atanh((a / actor.scale).clamp(-1 + 1e-6, 1 - 1e-6))
+    want = torch.distributions.Normal(mu, std).log_prob(u).sum(1) - torch.log(actor.scale * (1 - torch.tanh(u) ** 2)).sum(1)
+    ok = (a / actor.scale).abs().amax(1) < 0.999   # away from float saturation
+    assert torch.allclose(logp[ok], want[ok], atol=1e-3)
+    acts, lps, values = actor.act({'states': torch.zeros(2, 3)}, torch.Generator().manual_seed(0))
+    assert acts.shape == lps.shape == (2, 4) and values.shape == (2, 1)
+
+
+def test_the_mixer_draws_half_online_half_demo_rows():
+    def buf(src, n):
+        b = TrajectoryReplayBuffer(sample_window_size=0, seed=src)
+        b.add_trajectories([{'src': torch.full((n, 1, 1), src), 'x': torch.randn(n, 1, 2)}])
+        return b
+    online, demos = buf(0, 10), buf(1, 7)
+    m = DemoOnlineMixer(online, demos, 0.5)
+    out = m.sample(256)
+    assert out['src'].shape == (256, 1) and int((out['src'] == 0).sum()) == 128
+    assert DemoOnlineMixer(online, demos, 0.25).split(256) == (64, 192)
+    empty = TrajectoryReplayBuffer(sample_window_size=0)
+    assert DemoOnlineMixer(empty, demos).split(10) == (0, 10) and DemoOnlineMixer(online, empty).split(10) == (10, 0)
+
+
+ROUNDS, UPDATES = 20, 15
+
+
+def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_data():
+    """A point on a line must reach the goal at 0 (|x| < 0.1: reward 1, episode over) from a
+    start in [-1, 1], moving at most 0.2 per control step; sparse reward, chunks of 2 steps.
+    Five demonstrations move straight to the goal; online data comes from the learned policy.
+    Solved when the deterministic policy reaches the goal from 20 held-out starts."""
+    torch.manual_seed(0)
+    gamma, chunk, scale = 0.95, 2, 0.2
+
+    def rollout(policy_act, start, max_chunks=10):
+        rows, x = [], float(start)
+        for _ in range(max_chunks):
+            a = policy_act(x)
+            r, d, xs = [0.0] * chunk, [False] * chunk, x
+            for i in range(chunk):
+                xs = max(-1.0, min(1.0, xs + float(a[i])))
+                if abs(xs) < 0.1:
+                    r[i], d[i] = 1.0, True
+                    break
+            rows.append((x, a, r, d, xs))
+            x = xs
+            if any(d):
+                return rows, True
+        return rows, False
+
+    def add(buffer, rows):
+        n = len(rows)
+        buffer.add_trajectories([{
+            'curr_obs/states': torch.tensor([[[x]] for x, *_ in rows]),
+            'next_obs/states': torch.tensor([[[xs]] for *_, xs in rows]),
+            'actions': torch.tensor([[list(map(float, a))] for _, a, *_ in rows]),
+            'rewards': torch.tensor([[r] for _, _, r, _, _ in rows]),
+            'dones': torch.tensor([[d] for _, _, _, d, _ in rows]), 'terminations': torch.tensor([[d] for _, _, _, d, _ in rows]),
+            'truncations': torch.zeros(n, 1, chunk, dtype=torch.bool), 'intervene_flags': torch.zeros(n, 1, chunk, dtype=torch.bool)}])
+
+    demos = TrajectoryReplayBuffer(sample_window_size=0)
+    for start in (-0.9, -0.5, 0.4, 0.7, 1.0):
+        add(demos, rollout(lambda x: [-scale * math.copysign(1, x)] * chunk, start)[0])
+    online = TrajectoryReplayBuffer(sample_window_size=0)
+    actor = SquashedGaussianActor(1, 1, chunk, hidden=32, action_scale=[scale], seed=0)
+    u = RLPDUpdater(actor, CriticEnsemble(1, 1, chunk, members=4, hidden=32),
+                    RLPDConfig(batch_size=64, gamma=gamma, critic_subsample=2, init_temperature=0.05), seed=0)
+    mixer = DemoOnlineMixer(online, demos)
+    g = torch.Generator().manual_seed(3)
+
+    def act(x, deterministic=False):
+        a, _ = actor.sample({'states': torch.tensor([[x]])}, g, deterministic)
+        return a[0].detach().tolist()
+    for it in range(ROUNDS):
+        add(online, rollout(act, float(torch.rand(1, generator=g) * 2 - 1))[0])
+        for _ in range(UPDATES):
+            u.step(to_transitions(mixer.sample(64), gamma))
+    starts = torch.linspace(-1, 1, 20).tolist()
+    solved = sum(rollout(lambda x: act(x, True), s)[1] for s in starts)
+    assert solved == 20, solved
