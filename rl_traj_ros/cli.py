@@ -27,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="LeRobot camera streams: 'png' (lossless) or 'video' (MP4, AV1 as lerobot encodes it)")
     run.add_argument('--in-process', action='store_true', help='same pipeline in one process, without ROS')
     run.add_argument('--robot-ip', default=None, help='real_collect: robot (or franky-sim) address')
-    run.add_argument('--demos-dir', default=None, help='real_collect: append to this demos directory')
+    run.add_argument('--demos-dir', default=None, help='real_collect: append to this demos directory; '
+                     'sim_train --algo rlpd: the demonstrations of the demo half of every batch')
+    run.add_argument('--algo', choices=['ppo', 'rlpd'], default=None,
+                     help='sim_train: the learner (default: the config\'s; rlpd: config/sim_train_rlpd.yaml)')
     run.add_argument('--log-dir', default=None, help='real_collect: logs/{timestamp}/ goes here')
     run.add_argument('--hid-udp-port', type=int, default=0, help='real_collect: SpaceMouse reports from UDP')
     run.add_argument('--num-learners', type=int, default=1,
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f'unrecognized arguments: {rest}')
     if args.command == 'run' and args.pipeline in ('sim_train', 'sim_eval'):
         from .pipelines import sim_train
-        args.config = args.config or str(sim_train.DEFAULT_CONFIG)
+        args.config = args.config or str(sim_train.RLPD_CONFIG if args.algo == 'rlpd' else sim_train.DEFAULT_CONFIG)
         return sim_train.main(args) if args.pipeline == 'sim_train' else sim_train.eval_main(args)
     if args.command == 'run' and args.pipeline == 'real_collect':
         from .pipelines import real_collect

@@ -122,10 +122,11 @@ def test_squashed_actions_stay_in_the_scaled_box_and_log_probs_match_a_density_c
     obs = {'states': torch.randn(5000, 3)}
     a, logp = actor.sample(obs, torch.Generator().manual_seed(0))
     assert a.shape == (5000, 4) and bool((a[:, [0, 2]].abs() <= 0.025).all()) and bool((a.abs() <= 1.0).all())
-    # the log-probability is the Gaussian's at u = atanh(a / scale) minus log |da/du|
+    # the log-probability of the normalized action a / scale: the Gaussian's at u = atanh(a / scale)
+    # minus log |d tanh(u) / du|
     mu, std = actor._dist(obs)
     u = torch.atanh((a / actor.scale).clamp(-1 + 1e-6, 1 - 1e-6))
-    want = torch.distributions.Normal(mu, std).log_prob(u).sum(1) - torch.log(actor.scale * (1 - torch.tanh(u) ** 2)).sum(1)
+    want = torch.distributions.Normal(mu, std).log_prob(u).sum(1) - torch.log(1 - torch.tanh(u) ** 2).sum(1)
     ok = (a / actor.scale).abs().amax(1) < 0.999   # away from float saturation
     assert torch.allclose(logp[ok], want[ok], atol=1e-3)
     acts, lps, values = actor.act({'states': torch.zeros(2, 3)}, torch.Generator().manual_seed(0))

@@ -109,6 +109,10 @@ class Learner:
         del self._rows[step]
         return self._train(step, self._steps.pop(step))
 
+    def train(self, max_steps: int) -> Optional[Update]:
+        """Nothing between steps: PPO trains in ``offer``, once a step's rows are complete."""
+        return None
+
     def _train(self, step: int, trajs: list[Trajectory]) -> Update:
         cfg = self.cfg
         trajs = sorted(trajs, key=lambda t: (t.identity.epoch_id, t.identity.micro_batch, t.identity.rows)

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 from ..data.trajectory import Trajectory
 from . import weights as W
-from .learner import WARM_START, Learner, Update
+from .learner import WARM_START, Update
 
 
 @dataclass
@@ -24,7 +24,7 @@ class RunFiles:
     """Where a learner's run keeps what it writes ('' = not written)."""
 
     checkpoint_dir: str = ''
-    checkpoint_every: int = 1           # 0: only at the end
+    checkpoint_every: int = 1           # new versions between checkpoints; 0: only at the end
     metrics_dir: str = ''
     metrics_file: str = 'metrics.jsonl'
     weights_dir: str = ''
@@ -45,6 +45,16 @@ class RunFiles:
                    int(p['snapshot_every']), own(p['tensorboard_dir']), rank == 0)
 
 
+SUMMARY = ('success_rate', 'episodes', 'reward_per_step', 'policy_loss', 'value_loss', 'entropy', 'approx_kl',
+           'clip_fraction', 'explained_variance', 'samples_per_s', 'version_lag_max', 'critic_loss', 'actor_loss',
+           'q_mean', 'temperature', 'utd', 'updates_per_s', 'online_rows', 'demo_rows', 'intervention_rate')
+
+
+def summary(metrics: dict[str, float]) -> str:
+    """An update's headline figures, PPO's or RLPD's, as one progress line."""
+    return ', '.join(f'{k} {metrics[k]:.4g}' for k in SUMMARY if k in metrics)
+
+
 def append_metrics(path: str | Path, up: Update) -> None:
     """One update as a line of ``metrics.jsonl`` (step, wall-clock time, metrics): what learning
     curves and the benchmark read."""
@@ -61,8 +71,10 @@ def write_warm_start(directory: str | Path, up: Update) -> None:
 
 
 class LearnerLoop:
-    def __init__(self, learner: Learner, files: RunFiles, log: Callable[[str], None] = print):
+    def __init__(self, learner, files: RunFiles, log: Callable[[str], None] = print):
+        """``learner``: ``learner.Learner`` (PPO) or ``offpolicy.OffPolicyLearner`` (RLPD)."""
         self.learner, self.files, self.log = learner, files, log
+        self._published = 0   # updates (new versions) made by this process
         self.tb = None
         if files.tensorboard_dir:
             from torch.utils.tensorboard import SummaryWriter
@@ -96,12 +108,19 @@ class LearnerLoop:
                      ', '.join(f'{k} {v:.4g}' for k, v in up.metrics.items()))
 
     def offer(self, traj: Trajectory) -> Optional[Update]:
-        """``Learner.offer``, then the update's files (the checkpoint before anything leaves)."""
-        up = self.learner.offer(traj)
+        """``learner.offer``, then the update's files (the checkpoint before anything leaves)."""
+        return self._after(self.learner.offer(traj))
+
+    def train(self, max_steps: int) -> Optional[Update]:
+        """``learner.train`` (off-policy: gradient steps between trajectories), then the files."""
+        return self._after(self.learner.train(max_steps))
+
+    def _after(self, up: Optional[Update]) -> Optional[Update]:
         if up is None:
             return None
         f, every = self.files, self.files.checkpoint_every
-        if f.checkpoint_dir and every and self.learner.counters['updates'] % every == 0:
+        self._published += 1
+        if f.checkpoint_dir and every and self._published % every == 0:
             self.learner.save_checkpoint(f.checkpoint_dir)
         self._snapshot(up)
         if self.tb is not None:
@@ -125,4 +144,4 @@ class LearnerLoop:
             self.tb = None
 
 
-__all__ = ['RunFiles', 'LearnerLoop', 'append_metrics', 'write_warm_start']
+__all__ = ['RunFiles', 'LearnerLoop', 'append_metrics', 'write_warm_start', 'summary']

@@ -115,7 +115,7 @@ class RLPDUpdater:
         with torch.no_grad():
             torch._foreach_lerp_(list(self.target.parameters()), list(self.critics.parameters()), cfg.tau)
         self.steps += 1
-        out = {'critic_loss': float(loss), 'q_mean': float(q.mean()), 'q_std_members': float(q.std(0).mean())}
+        out = {'critic_loss': float(loss.detach()), 'q_mean': float(q.mean()), 'q_std_members': float(q.std(0).mean())}
         if self.steps % cfg.critic_actor_ratio == 0:
             for p in self.critics.parameters():
                 p.requires_grad_(False)
@@ -130,7 +130,7 @@ class RLPDUpdater:
             self.alpha_opt.zero_grad(set_to_none=True)
             t_loss.backward()
             self.alpha_opt.step()
-            out.update(actor_loss=float(a_loss), entropy=float(-logp.mean()), temperature=float(self.alpha))
+            out.update(actor_loss=float(a_loss.detach()), entropy=float(-logp.mean()), temperature=float(self.alpha))
         return out
 
     def state_dict(self) -> dict:

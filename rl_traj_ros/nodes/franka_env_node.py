@@ -68,6 +68,7 @@ class FrankaEnvNode(LifecycleNode):
         self._last_cam = 0.0
         self._stop = threading.Event()
         self._t_first: Optional[float] = None  # first request sent (after discovery)
+        self._next_chunk_at = 0.0              # control_rate_hz: when the next chunk may start
         self._t_last: Optional[float] = None  # loop left (before the shutdown flush and env.close())
         self._wait_s = 0.0  # time blocked on the policy's reply: the round trip as the env sees it
         self.finished = False
@@ -214,6 +215,7 @@ class FrankaEnvNode(LifecycleNode):
                     time.sleep(0.05)  # wait for the policy node to be discovered
                 if self._t_first is None:
                     self._t_first = time.monotonic()
+                self._hold_rate()
                 self.pub_req.publish(msg)
                 self.reply_wait.sent()
                 while not self._reply.wait(0.1):
@@ -272,6 +274,17 @@ class FrankaEnvNode(LifecycleNode):
                                     'without sending a motion command (is the SpaceMouse/GELLO connected?)')
             self.exit_code = 1
         return False
+
+    def _hold_rate(self) -> None:
+        """``control_rate_hz`` > 0: no faster than that many control steps a second (a sim stepping
+        like the robot it stands for, so a learner trains between steps as it would there)."""
+        rate = self.p['control_rate_hz']
+        if rate <= 0:
+            return
+        now = time.monotonic()
+        if self._next_chunk_at > now:
+            self._stop.wait(self._next_chunk_at - now)
+        self._next_chunk_at = max(self._next_chunk_at, now) + self.p['chunk'] / rate  # no burst after a stall
 
     def _progress(self) -> None:
         s = self.worker.stats

@@ -1,5 +1,11 @@
-"""learner_node: PPO from the trajectory topic; new weights with their version back to the
-policy node (the VLA PPO trainer document over ROS 2).
+"""learner_node: PPO or RLPD from the trajectory topic; new weights with their version back to
+the policy node (the VLA PPO trainer document over ROS 2; ``algorithm``).
+
+RLPD (``algorithm: rlpd``, ``learning/offpolicy.py``): every trajectory goes into the learner's
+own online buffer, the demonstrations of ``demos_dir`` into its demo buffer (intervened rows
+too), and gradient steps run between messages (``train_slice`` at a time) within the
+``utd_ratio`` budget; the actor's weights go out every ``publish_every`` steps or
+``publish_period_s`` seconds. PPO is described below.
 
 Subscribes to the collector's Trajectory stream (as the writer does; the learner consumes
 each trajectory identity once), trains one update per training step once all of the step's
@@ -30,7 +36,7 @@ from rclpy.node import Node
 from .. import msg as M
 from ..learning import weights as W
 from ..learning.learner import Update
-from ..learning.loop import LearnerLoop, RunFiles
+from ..learning.loop import LearnerLoop, RunFiles, summary
 from ..learning.ppo import all_reduce_gradients
 from ..params.learner_node import LEARNER_NODE
 from ..rollout.workers import make_learner
@@ -39,8 +45,6 @@ from ..ros.qos import DATA_QOS, WEIGHTS_QOS
 from ..storage.files import BufferFileError
 from ..storage.index import INDEX_FILE, read_stored_trajectories
 from .common import declare, run_node, serve_stats, topic, wait_acked
-
-
 
 
 class LearnerNode(Node):
@@ -70,8 +74,13 @@ class LearnerNode(Node):
         # subscribed, and a resumed (or warm-started) learner's version reaches it at once (TRANSIENT_LOCAL)
         if self.rank0:
             self._publish_weights(learner.model.state_dict(), learner.version)
-        self.get_logger().info(f"learner ready: {learner.cfg.rows_per_step} rows per step, advantage "
-                               f"{p['advantage']}, version {learner.version}")
+        if p['algorithm'] == 'rlpd':  # off-policy: gradient steps between messages, as the data allows
+            self.create_timer(0.005, self._train)
+            self.get_logger().info(f"learner ready: rlpd, {len(learner.demos)} demonstration trajectories "
+                                   f"({learner.demos.total_samples} rows), version {learner.version}")
+        else:
+            self.get_logger().info(f"learner ready: ppo, {learner.cfg.rows_per_step} rows per step, advantage "
+                                   f"{p['advantage']}, version {learner.version}")
         if p['replay_buffer_dir']:
             self.catch_up()
             self.create_timer(p['catch_up_period_s'], self.catch_up)
@@ -117,21 +126,21 @@ class LearnerNode(Node):
             self.rejected += 1
             self.get_logger().error(f'cannot train on {traj.identity}: {e}')
             return
+        self._updated(up)
+
+    def _train(self) -> None:
+        if not self.finished:
+            self._updated(self.loop.train(self.p['train_slice']))
+
+    def _updated(self, up) -> None:
         if up is None:
             return
         if self.rank0:
             self._publish_weights(up.state_dict, up.version)
         self.last_metrics = up.metrics
         self._publish_metrics(up)
-        mt = up.metrics
-        self.get_logger().info(
-            f"update {self.learner.counters['updates']} (step {up.step_id}) -> v{up.version}: "
-            f"success {mt.get('success_rate', 0):.0%} of {mt.get('episodes', 0):.0f} episodes, "
-            f"reward/step {mt.get('reward_per_step', 0):.3f}, policy loss {mt.get('policy_loss', 0):.4f}, "
-            f"value loss {mt.get('value_loss', 0):.4f}, entropy {mt.get('entropy', 0):.3f}, "
-            f"kl {mt.get('approx_kl', 0):.4f}, clip {mt.get('clip_fraction', 0):.2f}, "
-            f"ev {mt.get('explained_variance', 0):.2f}, {mt.get('samples_per_s', 0):.0f} samples/s, "
-            f"lag {mt.get('version_lag_max', 0):.0f}")
+        self.get_logger().info(f"update {self.learner.counters['updates']} (step {up.step_id}) -> v{up.version}: "
+                               f'{summary(up.metrics)}')
         if self.p['num_updates'] and self.learner.counters['updates'] >= self.p['num_updates']:
             self.finished = True
 

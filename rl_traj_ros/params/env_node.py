@@ -25,6 +25,8 @@ ENV_NODE = {
     'request_resend_s': Param(5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes',
                               (0.1, 3600.0)),
     'intervention_timeout_s': Param(0.25, 'interventions older than this are stale and ignored', (0.0, 3600.0)),
+    'control_rate_hz': Param(0.0, 'control steps per second at most (a chunk every chunk / rate s); 0 = as fast '
+                                  'as the env steps (franky paces itself with control_dt)', (0.0, 10000.0)),
     'camera_topic_rate_hz': Param(2.0, 'rate of the sensor_msgs/Image side topic; 0 = off', (0.0, 1000.0)),
     'env_type': Param('sim', "'sim' (gym-hil MuJoCo Franka) or 'franky' (a real Franka via franky; franky-sim)"),
     'robot_ip': Param('172.16.0.2', 'franky: robot (or franky-sim) address'),

@@ -4,7 +4,9 @@ from .spec import Param, pick
 
 LEARNER_NODE = {
     **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'num_envs', 'num_env_nodes', 'gamma', 'gae_lambda',
-           'num_epochs', 'chunks_per_epoch', 'num_actors'),
+           'num_epochs', 'chunks_per_epoch', 'num_actors', 'use_images', 'sac_action_scale'),
+    'algorithm': Param('ppo', "'ppo' (on-policy, one update per training step) or 'rlpd' (off-policy SAC with "
+                              'demonstrations in the buffer, gradient steps as fast as the data allows)'),
     'seed': Param(0, 'model init seed (the policy node\'s, so version 0 is the same model)'),
     'advantage': Param('gae', "'gae' or 'reinforce++'"),
     'auto_reset': Param(True, 'the envs auto-reset (every slot is a step); '
@@ -42,4 +44,24 @@ LEARNER_NODE = {
     'actor_rank': Param(0, 'this learner\'s rank (with num_actors > 1)', (0, 4095)),
     'dist_backend': Param('gloo', "torch.distributed backend: 'gloo' (CPU) or 'nccl' (GPU)"),
     'dist_init': Param('tcp://127.0.0.1:29517', 'torch.distributed rendezvous of the ranks'),
+    # RLPD (algorithm 'rlpd'; gamma is its discount per control step, lr each optimizer's)
+    'demos_dir': Param('', 'rlpd: demonstrations (real_collect demos/, a sim expert run\'s replay_buffer/) for '
+                           'the demo half of every batch; empty: interventions only'),
+    'batch_size': Param(256, 'rlpd: transitions per gradient step', (1, 1 << 20)),
+    'online_ratio': Param(0.5, 'rlpd: share of online rows in each batch (RLPD: 0.5)', (0.0, 1.0)),
+    'utd_ratio': Param(1.0, 'rlpd: critic steps per new control step of online data, at most', (0.0, 1000.0)),
+    'critic_actor_ratio': Param(2, 'rlpd: critic steps per actor step', (1, 1000)),
+    'num_critics': Param(10, 'rlpd: critic ensemble size', (1, 1000)),
+    'critic_subsample': Param(2, 'rlpd: target critics sampled for the min', (1, 1000)),
+    'tau': Param(0.005, 'rlpd: Polyak factor of the target critics', (0.0, 1.0)),
+    'init_temperature': Param(0.01, 'rlpd: initial entropy temperature alpha', (1e-8, 100.0)),
+    'target_entropy': Param(0.0, 'rlpd: target entropy; 0: -|A|/2 over the chunk\'s action entries', (-1e6, 1e6)),
+    'backup_entropy': Param(False, 'rlpd: subtract alpha log pi in the critic target (SAC; RLPD leaves it out)'),
+    'min_online_steps': Param(0, 'rlpd: online control steps before the first gradient step', (0, 1 << 40)),
+    'publish_every': Param(50, 'rlpd: gradient steps between weight versions', (1, 1 << 30)),
+    'publish_period_s': Param(0.0, 'rlpd: also publish after this many seconds with new steps (0 = off)',
+                              (0.0, 3600.0)),
+    'train_slice': Param(10, 'rlpd: gradient steps per turn of the node\'s loop (messages are handled between)',
+                         (1, 100000)),
+    'online_window': Param(0, 'rlpd: the online buffer keeps the newest N trajectories (0 = all)', (0, 1 << 30)),
 }

@@ -3,11 +3,12 @@ from .shared import SHARED
 from .spec import Param, pick
 
 POLICY_NODE = {
-    **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'image_size', 'collect_transitions',
+    **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'image_size', 'collect_transitions', 'use_images',
+           'sac_action_scale',
            'resend_after_s'),
-    'policy': Param('expert', "'expert' (scripted pick-cube), 'mlp' (sample the actor-critic) or 'zero' "
-                              '(hold still: demonstrations driven by teleop)'),
-    'use_images': Param(False, 'add a CNN over obs/main_images'),
+    'policy': Param('expert', "'expert' (scripted pick-cube), 'mlp' (sample the PPO actor-critic), 'sac' (sample "
+                              "the RLPD learner's squashed-Gaussian actor) or 'zero' (hold still: demonstrations "
+                              'driven by teleop)'),
     'weights': Param('', 'state_dict file (loaded with weights_only=True); empty: seeded init'),
     'seed': Param(0, 'model init and per-key sampling seed'),
     'device': Param('cpu', "'cpu' or 'cuda'"),

@@ -22,5 +22,9 @@ SHARED = {
     'diagnostics_period_s': Param(1.0, 'progress on /diagnostics every this many seconds (0 = only at exit)',
                                   (0.0, 3600.0)),
     'num_actors': Param(1, 'pipeline: actor ranks', (1, 4096)),
+    'sac_action_scale': Param([1.0], "policy 'sac' / algorithm 'rlpd': the actor's action range per action "
+                                     'dimension (env units: m per control step, 1 for a gripper command); one '
+                                     'value: every dimension'),
+    'use_images': Param(False, 'add a CNN over obs/main_images'),
     'collect_transitions': Param(False, 'keep curr_obs/next_obs (whole transitions) in the parts and trajectories'),
 }

@@ -34,8 +34,16 @@ def load_params(path: str | Path, nodes: tuple[str, ...] = NODES) -> dict[str, d
     return out
 
 
+class _NoAliases(yaml.SafeDumper):
+    """rcl's params-file parser refuses YAML aliases, which PyYAML writes for a value two nodes share."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
 def params_yaml(params: dict[str, dict[str, Any]]) -> str:
-    return yaml.safe_dump({f'/**/{n}': {'ros__parameters': p} for n, p in params.items()}, sort_keys=False)
+    return yaml.dump({f'/**/{n}': {'ros__parameters': p} for n, p in params.items()}, Dumper=_NoAliases,
+                     sort_keys=False)
 
 
 def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = None,
@@ -84,19 +92,22 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     from ..data.identity import new_run_id
     from ..delivery.gate import PolicyGate
     from ..delivery.sink import ExactlyOnceSink
+    from ..params.spec import resolve
+    from ..params.writer_node import WRITER_NODE
     from ..envs.sim_franka import sim_env_from_params
     from ..episodes import CollectEpisode, collect_episode_kwargs
     from ..rollout.workers import EnvWorker, make_plan, make_policy_worker
     from ..storage.replay_buffer import TrajectoryReplayBuffer
-    pe, pc, pw = params['franka_env_node'], params['trajectory_collector_node'], params['replay_buffer_writer_node']
+    pe, pc = params['franka_env_node'], params['trajectory_collector_node']
+    pw = resolve(WRITER_NODE, params['replay_buffer_writer_node'])
     policy = make_policy_worker(params['policy_node'])
     plan = make_plan(pc)
     collector = TrajectoryCollector(plan, pc.get('run_id') or new_run_id())
     buf_dir = str(Path(output_dir) / 'replay_buffer') if output_dir else pw['output_dir']
-    buffer = TrajectoryReplayBuffer(seed=pw.get('seed', 1234), cache_size=pw['cache_size'],
+    buffer = TrajectoryReplayBuffer(seed=pw['seed'], cache_size=pw['cache_size'],
                                     sample_window_size=pw['sample_window_size'], auto_save=True,
                                     auto_save_path=buf_dir, trajectory_format=pw['trajectory_format'])
-    sink = ExactlyOnceSink(buffer, pw.get('dedupe_window', 1024))
+    sink = ExactlyOnceSink(buffer, pw['dedupe_window'])
     rejected: list[str] = []
     workers, envs = [], []
     for rank in range(num_env_nodes):
@@ -122,10 +133,13 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
             offer = sink.offer(o.trajectory, block=True)
             if offer.verdict == 'rejected':
                 rejected.append(offer.reason)
-            up = learner.offer(o.trajectory) if learner is not None else None
-            if up is not None:
-                policy.set_weights(up.state_dict, up.version)
-                updates.append(up)
+            if learner is None:
+                continue
+            # PPO updates when a step completes; RLPD takes the whole gradient-step budget the new data allows
+            for up in (learner.offer(o.trajectory), learner.train(1 << 30)):
+                if up is not None:
+                    policy.set_weights(up.state_dict, up.version)
+                    updates.append(up)
         collector.acknowledge(sink.take_acks())
 
     t0 = time.perf_counter()

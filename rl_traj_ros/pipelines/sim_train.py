@@ -33,6 +33,7 @@ from ..params.spec import resolve
 from . import sim_collect as sc
 
 DEFAULT_CONFIG = config_path('sim_train.yaml')
+RLPD_CONFIG = config_path('sim_train_rlpd.yaml')
 DEFAULT_OUTPUT_ROOT = 'outputs/sim_train'
 TRAIN_NODES = sc.NODES + ('learner_node',)
 ENV_SHAPE = ('topic_prefix', 'num_envs', 'chunk', 'action_dim', 'seed', 'num_epochs', 'chunks_per_epoch')  # the learner's
@@ -55,19 +56,31 @@ def resume_point(output_dir: str | Path) -> tuple[int, int]:
     for path in (learner / CHECKPOINT, learner / 'rank_0' / CHECKPOINT):
         if path.exists():
             state = torch.load(path, map_location='cpu', weights_only=True)
+            if state.get('algorithm') == 'rlpd':  # off-policy: after the last step the writer stored
+                from .real_collect import next_step_id
+                return next_step_id(Path(output_dir) / 'replay_buffer'), int(state['version'])
             steps = [int(x) for x in state['trained_steps']]
             return (max(steps) + 1 if steps else 0), int(state['counters'].get('updates', 0))
     return 0, 0
 
 
 def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps: Optional[int] = None,
-                 num_learners: int = 1, run_id: Optional[str] = None, warm_start: Optional[str] = None) -> dict:
+                 num_learners: int = 1, run_id: Optional[str] = None, warm_start: Optional[str] = None,
+                 algo: Optional[str] = None, demos: Optional[str] = None) -> dict:
     """The nodes' effective parameters: the collection pipeline's (``apply_overrides``) plus the
     learner's, which trains one update per step of every env node's rows (of its actor rank's
     share with ``num_learners`` > 1: the collector then runs in pipeline mode and routes them).
-    Into a directory with a learner checkpoint the run continues from it (``resume_point``)."""
+    Into a directory with a learner checkpoint the run continues from it (``resume_point``).
+    ``algo``/``demos`` override the config's learner ``algorithm``/``demos_dir``."""
     raw = sc.load_params(config, TRAIN_NODES)
     learner = raw.pop('learner_node')
+    if algo:
+        learner['algorithm'] = algo
+    if demos:
+        learner['demos_dir'] = str(Path(demos).resolve())
+    if learner.get('algorithm') == 'rlpd' and raw['policy_node'].get('policy') != 'sac':
+        raise ValueError(f"algorithm rlpd trains the 'sac' actor: set the policy node's policy to sac in {config} "
+                         '(config/sim_train_rlpd.yaml does)')
     p = sc.apply_overrides(raw, num_env_nodes, output_dir=output_dir, steps=steps, run_id=run_id)
     env, col = p['franka_env_node'], p['trajectory_collector_node']
     first_step, done_updates = resume_point(output_dir)
@@ -76,7 +89,9 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
         col.update(mode='pipeline', num_actors=num_learners)
         learner['dist_init'] = f'tcp://127.0.0.1:{_free_port()}'
     p['learner_node'] = {**learner, **{k: env[k] for k in ENV_SHAPE if k in env}, 'num_env_nodes': num_env_nodes,
-                         'num_updates': done_updates + env['num_steps'] if env.get('num_steps') else 0,
+                         # PPO: one update per step, then the learner is done; RLPD trains until stopped
+                         'num_updates': done_updates + env['num_steps'] if env.get('num_steps') and
+                         learner.get('algorithm', 'ppo') == 'ppo' else 0,
                          'metrics_dir': output_dir,
                          'weights_dir': str(Path(output_dir) / 'weights'),
                          'checkpoint_dir': str(Path(output_dir) / 'learner'),
@@ -133,8 +148,12 @@ def _print_eval(res: dict, out: Path) -> None:
 def main(args) -> int:
     from .run_dir import new_run_dir
     out = Path(args.output_dir) if args.output_dir else new_run_dir(DEFAULT_OUTPUT_ROOT)
-    params = train_params(args.config, args.num_env_nodes, str(out), args.steps, args.num_learners,
-                          warm_start=args.warm_start)
+    try:
+        params = train_params(args.config, args.num_env_nodes, str(out), args.steps, args.num_learners,
+                              warm_start=args.warm_start, algo=args.algo, demos=args.demos_dir)
+    except (ValueError, FileNotFoundError) as e:
+        print(f'[sim_train] {e}', file=sys.stderr)
+        return 2
     print(f'[sim_train] output: {out}', flush=True)
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))
@@ -146,11 +165,9 @@ def main(args) -> int:
         r = sc.run_ros(params, args.num_env_nodes, str(out), quiet=args.quiet, extra_nodes=learners)
         bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -2)}
     metrics = read_metrics(out)
+    from ..learning.loop import summary
     for m in metrics:
-        print(f"[sim_train] step {m['step']} -> v{m['version']:.0f}: success {m.get('success_rate', 0):.0%} "
-              f"({m.get('episodes', 0):.0f} episodes), reward/step {m.get('reward_per_step', 0):.3f}, "
-              f"policy loss {m.get('policy_loss', 0):.4f}, value loss {m.get('value_loss', 0):.4f}, "
-              f"kl {m.get('approx_kl', 0):.4f}")
+        print(f"[sim_train] step {m['step']} -> v{m['version']:.0f}: {summary(m)}")
     if metrics:
         from ..viz.learning_curve import learning_curve
         learning_curve(out, out / 'learning_curve.png')

@@ -72,8 +72,10 @@ class SquashedGaussianActor(nn.Module):
 
     def sample(self, obs: dict, generator: Optional[torch.Generator] = None,
                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """(actions [N, C*A] in ``[-scale, scale]``, log-probability [N]) with the tanh and
-        scale corrections; differentiable (reparameterized)."""
+        """(actions [N, C*A] in ``[-scale, scale]``, log-probability [N]) with the tanh
+        correction; differentiable (reparameterized). The log-probability is the normalized
+        action's (in [-1, 1] before the scale): the scale is a constant shift of it, and leaving it
+        out keeps an entropy target such as ``-|A|/2`` meaningful whatever the env's units."""
         mu, std = self._dist(obs)
         if deterministic:
             u = mu
@@ -83,7 +85,7 @@ class SquashedGaussianActor(nn.Module):
             u = mu + std * noise
         t = torch.tanh(u)
         logp = (-0.5 * ((u - mu) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
-        logp = logp - (2 * (math.log(2.0) - u - F.softplus(-2 * u))).sum(-1) - self.scale.log().sum()
+        logp = logp - (2 * (math.log(2.0) - u - F.softplus(-2 * u))).sum(-1)
         return t * self.scale, logp
 
     @torch.no_grad()
@@ -98,8 +100,24 @@ class SquashedGaussianActor(nn.Module):
         n = a.shape[0]
         return a.cpu(), (logp / a.shape[1]).unsqueeze(1).expand(n, a.shape[1]).cpu(), torch.zeros(n, 1)
 
+    @torch.no_grad()
+    def values(self, obs: dict) -> torch.Tensor:
+        """Terminal values the policy node is asked for: zeros (an off-policy learner bootstraps
+        from its own critics, not from values stored with the data)."""
+        return torch.zeros(obs['states'].shape[0], 1)
+
     def load_weights(self, path: str) -> None:
         self.load_state_dict(torch.load(path, map_location='cpu', weights_only=True))
+
+
+def action_scale(values, action_dim: int) -> list[float]:
+    """A ``sac_action_scale`` parameter: one value for every dimension, or one per dimension."""
+    values = [float(v) for v in values]
+    if len(values) == 1:
+        return values * action_dim
+    if len(values) != action_dim:
+        raise ValueError(f'sac_action_scale has {len(values)} values; give 1 or action_dim = {action_dim}')
+    return values
 
 
 class EnsembleLinear(nn.Module):
@@ -139,4 +157,4 @@ class CriticEnsemble(nn.Module):
         return self.out(h)[..., 0]
 
 
-__all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'ImageEncoder']
+__all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'ImageEncoder', 'action_scale']

@@ -26,6 +26,7 @@ from ..data.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, Pol
                            TrajectoryKey, TrajectorySource)
 from ..collect.steps import CollectConfig
 from ..policies.actor_critic import ActorCritic
+from ..policies.sac import CriticEnsemble, SquashedGaussianActor, action_scale
 from ..policies.scripted import PickCubeExpert
 
 
@@ -252,13 +253,16 @@ def make_policy_worker(params: dict) -> PolicyWorker:
     """The policy node's worker from its parameters (the node and the in-process run share it;
     what ``params`` leaves out takes the node's default from its spec)."""
     pp = resolve(POLICY_NODE, params)
-    if pp['policy'] not in ('expert', 'mlp', 'zero'):
-        raise ValueError(f"policy must be 'expert', 'mlp' or 'zero', got {pp['policy']!r}")
+    if pp['policy'] not in ('expert', 'mlp', 'sac', 'zero'):
+        raise ValueError(f"policy must be 'expert', 'mlp', 'sac' or 'zero', got {pp['policy']!r}")
     device = pp['device']
     if device.startswith('cuda') and not torch.cuda.is_available():
         raise ValueError(f'device {device!r} requested but CUDA is not available')
-    model = ActorCritic(pp['state_dim'], pp['action_dim'], pp['chunk'], pp['hidden'], pp['use_images'],
-                        pp['image_size'], seed=pp['seed'])
+    if pp['policy'] == 'sac':
+        model = sac_actor(pp)
+    else:
+        model = ActorCritic(pp['state_dim'], pp['action_dim'], pp['chunk'], pp['hidden'], pp['use_images'],
+                            pp['image_size'], seed=pp['seed'])
     if pp['weights']:
         model.load_weights(pp['weights'])
     expert = None
@@ -269,13 +273,25 @@ def make_policy_worker(params: dict) -> PolicyWorker:
     return PolicyWorker(model.to(device).eval(), expert, pp['seed'], pp['collect_transitions'], pp['model_version'])
 
 
+def sac_actor(p: dict) -> SquashedGaussianActor:
+    """The RLPD actor the policy node samples and the learner trains: the same parameters and
+    seed give the same version-0 model on both sides."""
+    return SquashedGaussianActor(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'],
+                                 action_scale(p['sac_action_scale'], p['action_dim']), p['use_images'], seed=p['seed'])
+
+
 def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = None):
-    """The learner node's Learner from its parameters (the node and the in-process run share
-    it): the policy node's actor-critic at the same seed (so version 0 is the same model), PPO
-    and the step's shape. ``num_actors`` > 1: this rank's share of the rows."""
+    """The learner node's learner from its parameters (the node and the in-process run share
+    it): ``algorithm`` 'ppo' (``learning.learner.Learner``: the policy node's actor-critic at the
+    same seed, so version 0 is the same model; PPO and the step's shape; ``num_actors`` > 1:
+    this rank's share of the rows) or 'rlpd' (``learning.offpolicy.OffPolicyLearner``)."""
     from ..learning.learner import Learner, LearnerConfig
     from ..learning.ppo import PPOConfig
     p = resolve(LEARNER_NODE, params)
+    if p['algorithm'] == 'rlpd':
+        return make_offpolicy_learner(p)
+    if p['algorithm'] != 'ppo':
+        raise ValueError(f"algorithm must be 'ppo' or 'rlpd', got {p['algorithm']!r}")
     ranks, rank = int(p['num_actors']), int(p['actor_rank'])
     rows = int(p['num_envs']) * int(p['num_env_nodes'])
     if ranks < 1 or rows % ranks or not 0 <= rank < ranks:
@@ -290,6 +306,26 @@ def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = No
                         p['max_version_lag'], p['num_epochs'] * p['chunks_per_epoch'], rank if ranks > 1 else -1,
                         p['run_id'])
     return Learner(model, ppo, cfg, all_reduce=all_reduce, seed=p['seed'])
+
+
+def make_offpolicy_learner(p: dict):
+    from ..learning.offpolicy import OffPolicyConfig, OffPolicyLearner, load_demos
+    from ..learning.rlpd import RLPDConfig, RLPDUpdater
+    if p['num_actors'] > 1:
+        raise ValueError('algorithm rlpd runs one learner (num_actors 1)')
+    cfg = RLPDConfig(batch_size=p['batch_size'], gamma=p['gamma'], tau=p['tau'], actor_lr=p['lr'], critic_lr=p['lr'],
+                     temperature_lr=p['lr'], init_temperature=p['init_temperature'],
+                     target_entropy=p['target_entropy'] or None, num_critics=p['num_critics'],
+                     critic_subsample=p['critic_subsample'], critic_actor_ratio=p['critic_actor_ratio'],
+                     backup_entropy=p['backup_entropy'], grad_clip=p['max_grad_norm'])
+    critics = CriticEnsemble(p['state_dim'], p['action_dim'], p['chunk'], cfg.num_critics, p['hidden'],
+                             p['use_images'])
+    updater = RLPDUpdater(sac_actor(p), critics, cfg, seed=p['seed'])
+    demos = load_demos(p['demos_dir'], p['seed']) if p['demos_dir'] else None
+    return OffPolicyLearner(updater, OffPolicyConfig(
+        utd_ratio=p['utd_ratio'], online_ratio=p['online_ratio'], min_online_steps=p['min_online_steps'],
+        publish_every=p['publish_every'], publish_period_s=p['publish_period_s'], online_window=p['online_window'],
+        run_id=p['run_id']), demos, seed=p['seed'])
 
 
 def make_plan(params: dict) -> TrajectoryPlan:

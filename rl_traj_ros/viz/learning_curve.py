@@ -1,5 +1,6 @@
 """A training run's metrics.jsonl -> a learning-curve PNG (matplotlib): success rate, reward
-per step, the losses, entropy and KL against the update, one panel each.
+per step, the losses, entropy and KL (PPO) or critic and actor loss, Q, temperature and UTD
+(RLPD) against the update, one panel each.
 
     python -m rl_traj_ros.cli learning-curve RUN_DIR --out curve.png
 """
@@ -13,7 +14,9 @@ from .curves import pyplot
 
 PANELS = (('success_rate', 'success rate (training episodes)'), ('reward_per_step', 'reward per step'),
           ('policy_loss', 'policy loss'), ('value_loss', 'value loss'), ('entropy', 'entropy'),
-          ('approx_kl', 'approx. KL'))
+          ('approx_kl', 'approx. KL'),   # PPO's; RLPD's:
+          ('critic_loss', 'critic loss'), ('actor_loss', 'actor loss'), ('q_mean', 'mean Q'),
+          ('temperature', 'temperature (alpha)'), ('utd', 'critic steps per control step'))
 
 
 def learning_curve(run_dir: str | Path, out: str | Path) -> Path:

@@ -1,0 +1,207 @@
+"""The off-policy learner, ROS-free: trajectories in, RLPD gradient steps as fast as the data
+allows, the actor's weights out every ``publish_every`` steps or ``publish_period_s`` seconds.
+
+Data: every trajectory identity of this run is taken once (a resent or caught-up one is
+counted and ignored) into an in-memory online buffer; its rows that a human (or a scripted
+operator) drove are copied into the demonstration buffer as well (HIL-SERL). The learner
+samples only buffers it owns, never the writer's live directory (a restarted learner rebuilds
+its online buffer from the writer's directory through the read-only, atomically replaced
+index, ``storage.index.read_stored_trajectories``). Batches mix online and demonstration rows
+at ``online_ratio`` (``storage.mixer.DemoOnlineMixer``). The gradient steps are budgeted by
+``utd_ratio`` (critic steps per new control step of online data); the learner trains as fast
+as it can within that budget, and reports the ratio it reached.
+"""
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..data.identity import TrajectoryId
+from ..data.trajectory import Trajectory, chunk_ends
+from ..storage.files import atomic_write
+from ..storage.layout import flatten_trajectory
+from ..storage.mixer import DemoOnlineMixer
+from ..storage.replay_buffer import TrajectoryReplayBuffer
+from .learner import CHECKPOINT, Update
+from .rlpd import RLPDUpdater
+from .transitions import check_rows, to_transitions
+
+
+@dataclass
+class OffPolicyConfig:
+    utd_ratio: float = 1.0            # critic steps per new control step of online data, at most
+    online_ratio: float = 0.5         # of each batch; the rest from the demonstrations
+    min_online_steps: int = 0         # control steps of online data before the first step
+    publish_every: int = 50           # gradient steps between weight versions
+    publish_period_s: float = 0.0     # > 0: also publish after this long with new steps
+    online_window: int = 0            # online buffer: the newest N trajectories (0 = all)
+    success_reward: float = 0.5
+    run_id: str = ''
+
+
+class OffPolicyLearner:
+    algorithm = 'rlpd'
+
+    def __init__(self, updater: RLPDUpdater, cfg: OffPolicyConfig, demos: Optional[TrajectoryReplayBuffer] = None,
+                 version: int = 0, seed: int = 0):
+        self.updater, self.cfg, self.version = updater, cfg, int(version)
+        self.online = TrajectoryReplayBuffer(seed=seed, cache_size=0, sample_window_size=cfg.online_window)
+        self.demos = demos if demos is not None else TrajectoryReplayBuffer(seed=seed + 1, cache_size=0,
+                                                                           sample_window_size=0)
+        if len(self.demos):
+            check_rows(self.demos.sample(1), 'the demonstration buffer')
+        self.mixer = DemoOnlineMixer(self.online, self.demos, cfg.online_ratio)
+        self._seen: set[TrajectoryId] = set()
+        self.counters = {'trajectories': 0, 'duplicates': 0, 'not_ours': 0, 'updates': 0, 'env_steps': 0,
+                         'intervened_steps': 0, 'intervened_rows_to_demos': 0, 'episodes': 0, 'successes': 0,
+                         'episodes_with_intervention': 0}
+        self._since_publish, self._t_publish, self._t_train = 0, time.monotonic(), 0.0
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    # what the rollout side reads of a learner (the in-process run, LearnerLoop)
+    @property
+    def model(self):
+        return self.updater.actor
+
+    @property
+    def pending_steps(self) -> list[int]:
+        """No step waits for rows: off-policy training never waits for a step to complete."""
+        return []
+
+    def ours(self, ident: TrajectoryId) -> bool:
+        return not self.cfg.run_id or ident.run_id == self.cfg.run_id
+
+    def wants(self, ident: TrajectoryId) -> bool:
+        return self.ours(ident) and ident not in self._seen
+
+    def offer(self, traj: Trajectory) -> None:
+        """Take one trajectory into the online buffer (once per identity); no step is trained here."""
+        ident = traj.identity
+        if ident is not None:
+            if not self.ours(ident):
+                self.counters['not_ours'] += 1
+                return None
+            if ident in self._seen:
+                self.counters['duplicates'] += 1
+                return None
+            self._seen.add(ident)
+        flat, shape, _ = flatten_trajectory(traj)
+        check_rows(flat, f'trajectory {ident}')
+        self.online.add_trajectories([traj])
+        intervened = flat['intervene_flags'].reshape(flat['intervene_flags'].shape[0], -1).any(1)
+        if bool(intervened.any()):
+            rows = {k: v[intervened].unsqueeze(1) for k, v in flat.items()}
+            self.demos.add_trajectories([rows])
+            self.counters['intervened_rows_to_demos'] += int(intervened.sum())
+        c = traj.rewards.shape[-1]
+        self.counters['trajectories'] += 1
+        self.counters['env_steps'] += shape[0] * shape[1] * c
+        self.counters['intervened_steps'] += int(traj.intervene_flags.reshape(*traj.rewards.shape, -1).any(-1).sum())
+        self._episode_figures(traj)
+        return None
+
+    def _episode_figures(self, t: Trajectory) -> None:
+        done, term = chunk_ends(t.dones, t.num_epochs), chunk_ends(t.terminations, t.num_epochs)
+        self.counters['episodes'] += int(done.sum())
+        self.counters['successes'] += int((term & (t.rewards >= self.cfg.success_reward)).sum())
+        flags = t.intervene_flags.reshape(*t.rewards.shape, -1).any(-1)          # [T, B, C]
+        for b in range(t.num_envs):   # episodes of env b that had an intervened step
+            seg = False
+            for d, f in zip(done[:, b].reshape(-1).tolist(), flags[:, b].reshape(-1).tolist()):
+                seg = seg or f
+                if d:
+                    self.counters['episodes_with_intervention'] += int(seg)
+                    seg = False
+
+    def budget(self) -> int:
+        """Gradient steps the data allows now."""
+        if not len(self.demos) and not len(self.online):
+            return 0
+        if self.counters['env_steps'] < self.cfg.min_online_steps:
+            return 0
+        return max(0, int(self.cfg.utd_ratio * self.counters['env_steps']) - self.counters['updates'])
+
+    def train(self, max_steps: int) -> Optional[Update]:
+        """Up to ``max_steps`` gradient steps within the budget; a new version when one is due."""
+        n = min(self.budget(), max_steps)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            batch = to_transitions(self.mixer.sample(self.updater.cfg.batch_size), self.updater.cfg.gamma)
+            for k, v in self.updater.step(batch).items():
+                self._sums[k] = self._sums.get(k, 0.0) + v
+                self._counts[k] = self._counts.get(k, 0) + 1
+        self._t_train += time.perf_counter() - t0
+        self.counters['updates'] += n
+        self._since_publish += n
+        due = self._since_publish >= self.cfg.publish_every or (
+            self.cfg.publish_period_s > 0 and self._since_publish
+            and time.monotonic() - self._t_publish >= self.cfg.publish_period_s)
+        return self._publish() if due else None
+
+    def _publish(self) -> Update:
+        now = time.monotonic()
+        c = self.counters
+        metrics = {k: self._sums[k] / self._counts[k] for k in self._sums}
+        metrics.update(updates=float(c['updates']), env_steps=float(c['env_steps']),
+                       utd=c['updates'] / max(c['env_steps'], 1), updates_per_s=self._since_publish / max(
+                           self._t_train, 1e-9), online_rows=float(self.online.total_samples),
+                       demo_rows=float(self.demos.total_samples), episodes=float(c['episodes']),
+                       success_rate=c['successes'] / c['episodes'] if c['episodes'] else 0.0,
+                       intervention_rate=c['intervened_steps'] / max(c['env_steps'], 1),
+                       episodes_with_intervention=c['episodes_with_intervention'] / max(c['episodes'], 1),
+                       version=float(self.version + 1), step_s=now - self._t_publish)
+        self.version += 1
+        self._since_publish, self._t_publish, self._t_train = 0, now, 0.0
+        self._sums, self._counts = {}, {}
+        sd = {k: v.detach().clone() for k, v in self.updater.actor.state_dict().items()}
+        return Update(c['updates'], self.version, sd, metrics)
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def save_checkpoint(self, directory: str | Path) -> Path:
+        """Actor, critics, targets, temperature, optimizers, version and counters, atomically."""
+        state = {'algorithm': self.algorithm, 'rlpd': self.updater.state_dict(), 'version': self.version,
+                 'counters': dict(self.counters)}
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        path = Path(directory) / CHECKPOINT
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda fh: fh.write(buf.getvalue()))
+        return path
+
+    def load_checkpoint(self, directory: str | Path) -> bool:
+        path = Path(directory) / CHECKPOINT
+        if not path.exists():
+            return False
+        state = torch.load(path, map_location='cpu', weights_only=True)
+        if state.get('algorithm') != self.algorithm:
+            raise ValueError(f"{path} is a {state.get('algorithm', 'ppo')} learner's checkpoint, not an RLPD one")
+        self.updater.load_state_dict(state['rlpd'])
+        self.version = int(state['version'])
+        # the data counters are rebuilt as the online buffer is (catching up from the writer's buffer)
+        self.counters['updates'] = int(state['counters']['updates'])
+        return True
+
+    def warm_start_from(self, dataset_root: str, epochs: int = 100) -> Update:
+        raise ValueError('RLPD learns from demonstrations in its buffer (demos_dir), not from a behaviour-cloned '
+                         'warm start (warm_start_dataset)')
+
+
+def load_demos(directory: str | Path, seed: int = 0) -> TrajectoryReplayBuffer:
+    """A demonstrations directory (``real_collect``'s ``demos/``, or a sim expert run's replay
+    buffer) as an in-memory buffer, every row checked to be a whole transition."""
+    directory = Path(directory)
+    buf = TrajectoryReplayBuffer(seed=seed, cache_size=0, sample_window_size=0)
+    buf.load_checkpoint(str(directory))
+    if not len(buf):
+        raise ValueError(f'{directory} holds no demonstrations')
+    check_rows(buf.sample(1), f'the demonstrations in {directory}')
+    return buf
+
+
+__all__ = ['OffPolicyConfig', 'OffPolicyLearner', 'load_demos']
