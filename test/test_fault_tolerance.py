@@ -73,7 +73,7 @@ def test_sigint_mid_run_flushes_and_sigkill_leaves_loadable_outputs(tmp_path):
     import pyarrow.parquet as pq
 
     def chaos(ctl):
-        ctl.wait_stat('env_0', 'chunks', 150)  # several episodes recorded, a finalize checkpoint done
+        ctl.wait_stat('env_0', 'chunks', 100)  # several episodes recorded, a finalize checkpoint done
         ctl.kill('env_0', signal.SIGKILL)  # mid-run, mid-episode, maybe mid-write
 
     p = params(tmp_path, steps=50, collect_episodes=True, export_format='lerobot', finalize_interval=2)

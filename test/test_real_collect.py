@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip('franky')
 pytest.importorskip('franky_sim')
@@ -90,6 +91,15 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
         d = load_trajectory(demos / f'trajectory_{tid:08d}.pt', 'pt')
         assert bool(d['intervene_flags'].all())  # every executed action was the operator's
         assert float(d['rewards'].max()) >= 0.5  # successful episodes only
+        # whole transitions, what RLPD learns from (the data-collection document's demo format)
+        from rl_traj_ros.learning.transitions import check_rows
+        check_rows(d, 'real_collect demos')
+        t = d['actions'].shape[0]
+        assert {k: tuple(d[k].shape) for k in ('curr_obs/states', 'next_obs/states', 'actions', 'rewards', 'dones',
+                                               'terminations', 'truncations')} == {
+            'curr_obs/states': (t, 21), 'next_obs/states': (t, 21), 'actions': (t, 7), 'rewards': (t, 1),
+            'dones': (t, 1), 'terminations': (t, 1), 'truncations': (t, 1)}
+        assert torch.equal(d['curr_obs/states'][1:], d['next_obs/states'][:-1]) and bool(d['terminations'][-1].all())
     runs = sorted(p for p in (tmp_path / 'logs').iterdir() if not p.is_symlink())
     assert len(runs) == 2 and (tmp_path / 'logs' / 'latest').resolve() == runs[-1].resolve()
     for r in runs:

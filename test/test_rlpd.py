@@ -95,7 +95,8 @@ def test_critic_loss_actor_loss_and_temperature_by_hand():
     _, logp = u.actor.sample(b.obs, u.generator)
     u.generator.set_state(state)
     a_loss, _ = u.actor_loss(b)
-    assert math.isclose(float(a_loss.detach()), float((0.1 * logp - torch.tensor([3.0, 1.5])).mean()), rel_tol=1e-5)
+    want_actor = float((0.1 * logp.detach() - torch.tensor([3.0, 1.5])).mean())
+    assert math.isclose(float(a_loss.detach()), want_actor, rel_tol=1e-5)
     # entropy below the target -> the temperature's gradient raises it (and the reverse)
     low = u.temperature_loss(torch.full((4,), 5.0))     # entropy -5 < target -0.5
     low.backward()

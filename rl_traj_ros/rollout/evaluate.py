@@ -20,10 +20,11 @@ from ..envs.sim_franka import sim_env_from_params
 Act = Callable[[np.ndarray], np.ndarray]  # states [B, state_dim] -> actions [B, C*A] in [-1, 1]
 
 
-def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int = 1) -> dict:
+def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int = 1, split: str = 'eval') -> dict:
     """Run ``act`` (executing ``chunk`` actions per call) on held-out state ids until
-    ``num_episodes`` episodes ended; success rate, return and length per episode."""
-    env = sim_env_from_params({**env_params, 'state_split': 'eval', 'num_env_nodes': 1}, 0)
+    ``num_episodes`` episodes ended; success rate, return and length per episode. ``split`` ''
+    scores gym-hil's fixed start instead (the fixed-cube variant of a task)."""
+    env = sim_env_from_params({**env_params, 'state_split': split, 'num_env_nodes': 1}, 0)
     try:
         obs, _ = env.reset()
         b = env.num_envs
@@ -54,6 +55,16 @@ def actor_critic_act(model) -> Act:
     """The package's actor-critic as an evaluator policy: its mean action chunk."""
     def act(states: np.ndarray) -> np.ndarray:
         actions, _, _ = model.act({'states': torch.from_numpy(np.asarray(states, np.float32))}, deterministic=True)
+        return actions.numpy()
+    return act
+
+
+def sac_actor_act(model) -> Act:
+    """An RLPD actor (``policies.sac.SquashedGaussianActor``) as an evaluator policy: its mean
+    action chunk, squashed and scaled."""
+    def act(states: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            actions, _ = model.sample({'states': torch.from_numpy(np.asarray(states, np.float32))}, deterministic=True)
         return actions.numpy()
     return act
 
