@@ -69,6 +69,11 @@ class RLPDUpdater:
         self.generator = torch.Generator().manual_seed(seed)
         self.steps = 0
 
+    def normalized(self, actions: torch.Tensor) -> torch.Tensor:
+        """Actions in the actor's [-1, 1] (the env's units over ``action_scale``): what the critics
+        see, so an xyz step of 2.5 cm weighs as much in Q as a full gripper command."""
+        return actions / self.actor.scale
+
     @property
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.detach().exp()
@@ -83,7 +88,7 @@ class RLPDUpdater:
         """``R + discount * (min over a random critic subset of Q'(s', a') [- alpha log pi])``."""
         with torch.no_grad():
             next_a, next_logp = self.actor.sample(b.next_obs, self.generator)
-            q = self.target(b.next_obs, next_a)
+            q = self.target(b.next_obs, self.normalized(next_a))
             pick = torch.randperm(q.shape[0], generator=self.generator)[:self.cfg.critic_subsample]
             q_next = q[pick].min(0).values
             if self.cfg.backup_entropy:
@@ -92,12 +97,12 @@ class RLPDUpdater:
 
     def critic_loss(self, b: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean squared error of every member against the shared target; also the Q values."""
-        q = self.critics(b.obs, b.actions)
+        q = self.critics(b.obs, self.normalized(b.actions))
         return ((q - self.target_q(b).unsqueeze(0)) ** 2).mean(), q.detach()
 
     def actor_loss(self, b: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor]:
         a, logp = self.actor.sample(b.obs, self.generator)
-        q = self.critics(b.obs, a).mean(0)
+        q = self.critics(b.obs, self.normalized(a)).mean(0)
         return (self.alpha * logp - q).mean(), logp.detach()
 
     def temperature_loss(self, logp: torch.Tensor) -> torch.Tensor:
