@@ -13,7 +13,7 @@ import yaml
 from rl_traj_ros.learning.offpolicy import load_demos
 from rl_traj_ros.storage.files import load_trajectory
 
-from rosutil import ROOT
+from rosutil import ROOT, ros_process
 
 
 def _cli(*args, timeout=300):
@@ -59,15 +59,17 @@ def test_rlpd_trains_from_demos_and_online_data_and_the_policy_acts_with_its_ver
     cfg['/**/franka_env_node']['ros__parameters'].update(control_rate_hz=20.0)
     (tmp_path / 'rlpd.yaml').write_text(yaml.safe_dump(cfg))
     run = tmp_path / 'run'
-    out = _cli('sim_train', '--algo', 'rlpd', '--config', str(tmp_path / 'rlpd.yaml'), '--demos-dir', str(demos),
-               '--steps', '5', '--output-dir', str(run))
+    # a scripted human in the loop takes env 0 over while the policy strays from the cube
+    with ros_process(['test/expert_operator.py', '--stray-m', '0.1']):
+        out = _cli('sim_train', '--algo', 'rlpd', '--config', str(tmp_path / 'rlpd.yaml'), '--demos-dir',
+                   str(demos), '--steps', '5', '--output-dir', str(run))
     lines = [json.loads(x) for x in (run / 'metrics.jsonl').read_text().splitlines()]
     assert len(lines) >= 2 and [m['version'] for m in lines] == list(range(1, len(lines) + 1))
     last = lines[-1]
     for k in ('critic_loss', 'actor_loss', 'q_mean', 'temperature', 'entropy', 'utd', 'updates_per_s', 'online_rows',
               'demo_rows', 'intervention_rate', 'success_rate', 'env_steps'):
         assert k in last, k
-    assert last['demo_rows'] == load_demos(demos).total_samples          # every batch's demo half
+    base = load_demos(demos).total_samples
     assert 0 < last['online_rows'] <= 5 * 10 * 2                         # one row per (chunk, env)
     assert 0 < last['utd'] <= 1.0                                         # within the utd_ratio budget
     assert 'critic_loss' in out
@@ -76,9 +78,14 @@ def test_rlpd_trains_from_demos_and_online_data_and_the_policy_acts_with_its_ver
     assert {'actor', 'critics', 'target', 'log_alpha', 'actor_opt', 'critic_opt', 'alpha_opt'} <= set(ckpt['rlpd'])
     # the env never waited (asynchronous), yet later steps were answered by published versions
     index = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())
-    versions = {}
+    versions, intervened = {}, 0
     for seq, rec in index['trajectories'].items():
         d = load_trajectory(run / 'replay_buffer' / f'trajectory_{int(seq):08d}.pt', 'pt')
         versions[rec['identity']['step_id']] = int(d['versions'].max())
+        intervened += int(d['intervene_flags'].any(-1).sum())
+    # HIL-SERL: the operator's rows are flagged in the stored data, and the learner copied them into its
+    # demonstration buffer too (every batch's demo half), besides the online buffer
+    assert intervened > 0 and last['intervention_rate'] > 0
+    assert base < last['demo_rows'] <= base + intervened
     assert sorted(versions) == list(range(5)) and versions[0] == 0 and max(versions.values()) >= 1
     assert all(versions[s] <= versions[s + 1] for s in range(4))           # versions only move forward

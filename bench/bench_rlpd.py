@@ -1,0 +1,133 @@
+"""RLPD learns pick-and-lift from 20 demonstrations: held-out success against wall time and env steps.
+
+The pipeline records the demonstrations first (``run sim_collect --config config/sim_demos.yaml
+--in-process``, the scripted expert, not counted in the budget), then ``run sim_train --algo rlpd``
+runs over DDS (env node at 10 control steps/s, policy node, collector, writer, learner node)
+until the budget is spent (SIGINT); the learner keeps a snapshot of every ``--snapshot-every``-th
+version, and each snapshot's mean action is scored on ``--eval-episodes`` episodes: the table's
+held-out state ids (``--variant random``) or gym-hil's fixed cube at (0.5, 0) (``--variant
+fixed``). ``--interventions``: a scripted operator (test/expert_operator.py) takes over env 0
+while the policy strays from the cube, HIL-SERL style. The PPO anchor of the same budget is
+``bench/bench_learning.py --task pick`` (warm start from 100 expert episodes).
+
+    bash -c 'source env.sh && python bench/bench_rlpd.py --variant fixed [--budget-s 420] [--interventions]'
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from rl_traj_ros.params.policy_node import POLICY_NODE  # noqa: E402
+from rl_traj_ros.params.spec import resolve  # noqa: E402
+from rl_traj_ros.pipelines.sim_collect import load_params  # noqa: E402
+from rl_traj_ros.pipelines.sim_train import TRAIN_NODES  # noqa: E402
+from rl_traj_ros.rollout.evaluate import evaluate, sac_actor_act  # noqa: E402
+from rl_traj_ros.rollout.workers import sac_actor  # noqa: E402
+
+
+def config(tmp: Path, variant: str, snapshot_every: int) -> tuple[Path, Path]:
+    """The shipped demo and RLPD configs, with gym-hil's fixed cube for ``fixed``."""
+    out = []
+    for name in ('sim_demos.yaml', 'sim_train_rlpd.yaml'):
+        c = yaml.safe_load((ROOT / 'config' / name).read_text())
+        if variant == 'fixed':
+            c['/**/franka_env_node']['ros__parameters']['state_split'] = ''
+        if '/**/learner_node' in c:
+            c['/**/learner_node']['ros__parameters']['snapshot_every'] = snapshot_every
+        (tmp / name).write_text(yaml.safe_dump(c))
+        out.append(tmp / name)
+    return out[0], out[1]
+
+
+def cli(*args, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', *args, '--quiet'], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **kw)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--variant', choices=['fixed', 'random'], default='fixed')
+    ap.add_argument('--budget-s', type=float, default=420.0)
+    ap.add_argument('--demos', type=int, default=20)
+    ap.add_argument('--eval-episodes', type=int, default=20)
+    ap.add_argument('--snapshot-every', type=int, default=20, help='versions between kept snapshots')
+    ap.add_argument('--max-snapshots', type=int, default=10)
+    ap.add_argument('--interventions', action='store_true')
+    ap.add_argument('--out', default='bench_rlpd.png')
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every)
+        t = time.time()
+        subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(demos_cfg),
+                        '--episodes', str(args.demos), '--output-dir', str(tmp / 'demos'), '--in-process'],
+                       cwd=ROOT, check=True, capture_output=True)
+        print(f'{args.demos} expert demonstrations recorded in {time.time() - t:.0f} s (not in the budget)')
+        operator = None
+        if args.interventions:
+            operator = subprocess.Popen([sys.executable, 'test/expert_operator.py'], cwd=ROOT, start_new_session=True,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t0 = time.time()
+        run = cli('sim_train', '--config', str(train_cfg), '--demos-dir', str(tmp / 'demos' / 'replay_buffer'),
+                  '--steps', '1000000', '--output-dir', str(tmp / 'run'))
+        try:
+            run.wait(args.budget_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGINT)
+            run.wait(120)
+        finally:
+            if operator is not None:
+                os.killpg(operator.pid, signal.SIGINT)
+                operator.wait(30)
+        lines = [json.loads(x) for x in (tmp / 'run' / 'metrics.jsonl').read_text().splitlines()]
+        at = {int(m['version']): m for m in lines}
+        snaps = sorted((int(f.stem.split('_v')[1]), f) for f in (tmp / 'run' / 'weights').glob('policy_v*.pt'))
+        snaps = [(v, f) for v, f in snaps if v in at and at[v]['time'] - t0 <= args.budget_s]
+        if len(snaps) > args.max_snapshots:
+            step = len(snaps) / args.max_snapshots
+            snaps = [snaps[min(len(snaps) - 1, round((i + 1) * step) - 1)] for i in range(args.max_snapshots)]
+        p = load_params(train_cfg, TRAIN_NODES)
+        pp = resolve(POLICY_NODE, p['policy_node'])
+        env = {**p['franka_env_node'], 'num_envs': 2}
+        split = '' if args.variant == 'fixed' else 'eval'
+        curve, steps_curve = [(0.0, 0.0)], [(0.0, 0.0)]
+        print(f'pick and lift ({args.variant} cube), RLPD from {args.demos} demos'
+              f"{' with scripted interventions' if args.interventions else ''}, {args.eval_episodes} held-out "
+              f'episodes per snapshot, budget {args.budget_s:.0f} s')
+        for v, f in snaps:
+            actor = sac_actor(pp)
+            actor.load_state_dict(torch.load(f, weights_only=True))
+            r = evaluate(sac_actor_act(actor.eval()), env, args.eval_episodes, pp['chunk'], split=split)
+            m = at[v]
+            curve.append((m['time'] - t0, r['success_rate']))
+            steps_curve.append((m['env_steps'], r['success_rate']))
+            print(f"  v{v}: {m['time'] - t0:.0f} s, {m['env_steps']:.0f} env steps, {m['updates']:.0f} gradient "
+                  f"steps (utd {m['utd']:.2f}, {m['updates_per_s']:.0f}/s): held-out success {r['success_rate']:.0%}; "
+                  f"training success so far {m['success_rate']:.0%}, intervention rate {m['intervention_rate']:.2f}")
+        last = lines[-1] if lines else {}
+        print(f"  total: {last.get('updates', 0):.0f} gradient steps, {last.get('env_steps', 0):.0f} env steps")
+    from rl_traj_ros.viz.curves import plot_curves
+    name = f"RLPD, {args.demos} demos{' + interventions' if args.interventions else ''}"
+    plot_curves({name: curve}, args.out, f'pick and lift ({args.variant} cube): held-out success against wall time',
+                'wall time (s)', 'held-out success', percent=True)
+    plot_curves({name: steps_curve}, Path(args.out).with_name(Path(args.out).stem + '_steps.png'),
+                f'pick and lift ({args.variant} cube): held-out success against env steps', 'env steps',
+                'held-out success', percent=True)
+    print(f'curves: {args.out}')
+
+
+if __name__ == '__main__':
+    main()
