@@ -148,7 +148,7 @@ def test_the_mixer_draws_half_online_half_demo_rows():
     assert DemoOnlineMixer(empty, demos).split(10) == (0, 10) and DemoOnlineMixer(online, empty).split(10) == (10, 0)
 
 
-ROUNDS, UPDATES = 20, 15
+ROUNDS, UPDATES = 30, 20
 
 
 def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_data():
@@ -205,3 +205,63 @@ def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_d
     starts = torch.linspace(-1, 1, 20).tolist()
     solved = sum(rollout(lambda x: act(x, True), s)[1] for s in starts)
     assert solved == 20, solved
+
+
+def _stored_run(directory, steps=3):
+    """A writer's buffer of ``steps`` training steps of one source (whole transitions, identities)."""
+    from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
+    from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
+    from rl_traj_ros.delivery.sink import ExactlyOnceSink
+    plan = TrajectoryPlan(mode='rollout', num_epochs=1, chunks_per_epoch=3, sources=[(0, 0)], envs_per_source=2)
+    plan.collect.collect_transitions = True
+    col = TrajectoryCollector(plan, 'run-1')
+    buf = TrajectoryReplayBuffer(auto_save=True, auto_save_path=str(directory))
+    sink = ExactlyOnceSink(buf)
+    trajs = []
+    for step in range(steps):
+        spec = SyntheticSpec(num_epochs=1, chunks_per_epoch=3, sources=((0, 0),), envs_per_source=2, chunk=2,
+                             action_dim=3, state_dim=4, seed=step, step_id=step)
+        for o in (o for pair in make_parts(spec) for x in pair for o in col.push(x)):
+            sink.offer(o.trajectory, block=True)
+            trajs.append(o.trajectory)
+    buf.close()
+    return trajs
+
+
+def _learner(seed=0, **cfg):
+    from rl_traj_ros.learning.offpolicy import OffPolicyConfig, OffPolicyLearner
+    u = RLPDUpdater(SquashedGaussianActor(4, 3, 2, hidden=16, seed=seed), CriticEnsemble(4, 3, 2, members=3, hidden=16),
+                    RLPDConfig(batch_size=8, critic_subsample=2), seed=seed)
+    return OffPolicyLearner(u, OffPolicyConfig(publish_every=4, run_id='run-1', **cfg), seed=seed)
+
+
+def test_a_restarted_learner_continues_from_its_checkpoint_and_rebuilds_its_online_buffer(tmp_path):
+    """Each identity once (a resend is a duplicate), versions every ``publish_every`` steps within
+    the UTD budget; killed and restarted: the checkpoint restores actor, critics, targets,
+    temperature, optimizers and version, and the online buffer is rebuilt from the writer's
+    directory (read-only) with every stored row once."""
+    from rl_traj_ros.storage.index import read_stored_trajectories
+    trajs = _stored_run(tmp_path / 'writer')
+    first = _learner(utd_ratio=0.5)
+    for t in trajs:
+        first.offer(t)
+    first.offer(trajs[0])
+    assert first.counters['duplicates'] == 1 and first.counters['trajectories'] == 3
+    assert first.counters['env_steps'] == 3 * 3 * 2 * 2 and first.budget() == 18   # 36 control steps x 0.5
+    ups = [u for u in (first.train(5), first.train(100)) if u is not None]
+    assert first.counters['updates'] == 18 and [u.version for u in ups] == [1, 2] and first.budget() == 0
+    assert set(ups[-1].state_dict) == set(first.updater.actor.state_dict())  # the actor's weights go out
+    first.save_checkpoint(tmp_path / 'ckpt')
+
+    second = _learner(seed=7, utd_ratio=0.5)          # a fresh process, other initial weights
+    assert second.load_checkpoint(tmp_path / 'ckpt') and second.version == 2 and second.counters['updates'] == 18
+    for a, b in ((first.updater.actor, second.updater.actor), (first.updater.critics, second.updater.critics),
+                 (first.updater.target, second.updater.target)):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert float(first.updater.alpha) == float(second.updater.alpha)
+    for t in read_stored_trajectories(tmp_path / 'writer', second.wants):
+        second.offer(t)
+    assert second.online.total_samples == first.online.total_samples == 18 and second.counters['duplicates'] == 0
+    assert second.budget() == 0   # the rebuilt data does not earn the same gradient steps twice
+    b1, b2 = first.online.sample(64), second.online.sample(64)
+    assert set(b1) == set(b2)
