@@ -44,13 +44,18 @@ class OffPolicyConfig:
     run_id: str = ''
 
 
+ONLINE_ARENA = 4096   # trajectories
+
+
 class OffPolicyLearner:
     algorithm = 'rlpd'
 
     def __init__(self, updater: RLPDUpdater, cfg: OffPolicyConfig, demos: Optional[TrajectoryReplayBuffer] = None,
                  version: int = 0, seed: int = 0):
         self.updater, self.cfg, self.version = updater, cfg, int(version)
-        self.online = TrajectoryReplayBuffer(seed=seed, cache_size=0, sample_window_size=cfg.online_window)
+        # the newest trajectories in the cache's arena: a batch is one gather per field instead of one
+        # read per sampled trajectory; older ones are read from memory
+        self.online = TrajectoryReplayBuffer(seed=seed, cache_size=ONLINE_ARENA, sample_window_size=cfg.online_window)
         self.demos = demos if demos is not None else TrajectoryReplayBuffer(seed=seed + 1, cache_size=0,
                                                                            sample_window_size=0)
         if len(self.demos):
