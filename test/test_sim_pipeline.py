@@ -91,7 +91,9 @@ def test_ros_pipeline_equals_in_process_run(tmp_path, config):
 
 
 def test_a_second_run_into_the_same_buffer_directory_appends(tmp_path):
-    """Step ids repeat across runs: the run id keeps them apart, nothing is counted a duplicate."""
+    """Step ids repeat across runs: the run id keeps them apart, nothing is counted a duplicate.
+    The first run in one process (the writer node's sink and buffer), the second through the
+    writer node over DDS, which must adopt the directory the first left."""
     out = tmp_path / 'shared'
     for _ in range(2):
         p = sc.apply_overrides(sc.load_params(sc.DEFAULT_CONFIG), num_env_nodes=1, num_envs=2, steps=1,
@@ -100,7 +102,7 @@ def test_a_second_run_into_the_same_buffer_directory_appends(tmp_path):
             p[n].update(num_epochs=1, chunks_per_epoch=3)
         p['franka_env_node'].update(collect_episodes=False, camera_topic_rate_hz=0.0)
         p['trajectory_collector_node'].update(num_shards=2)
-        r = sc.run_ros(p, 1, str(tmp_path / f'work{_}'), quiet=True)
+        r = sc.run_ros(p, 1, str(tmp_path / 'work'), quiet=True) if _ else sc.run_inprocess(p, 1, str(out))
         assert r['writer']['duplicates'] == 0 and r['writer']['stored'] == 2, r['writer']
     index = json.loads((out / 'replay_buffer' / 'trajectory_index.json').read_text())
     runs = {e['identity']['run_id'] for e in index['trajectories'].values()}
