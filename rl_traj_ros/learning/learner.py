@@ -60,6 +60,23 @@ class Update:
     time: float = field(default_factory=time.time)  # when it was made (learning curves against wall time)
 
 
+def write_checkpoint(directory: str | Path, state: dict) -> Path:
+    """``state`` as ``<directory>/learner_checkpoint.pt``, written atomically (temp file, fsync,
+    rename, directory fsync): a crash leaves the previous checkpoint."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    path = Path(directory) / CHECKPOINT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda fh: fh.write(buf.getvalue()))
+    return path
+
+
+def read_checkpoint(directory: str | Path) -> Optional[dict]:
+    """The checkpoint in ``directory`` (``weights_only`` load: no code runs from it), or None."""
+    path = Path(directory) / CHECKPOINT
+    return torch.load(path, map_location='cpu', weights_only=True) if path.exists() else None
+
+
 class Learner:
     def __init__(self, model, ppo: PPOConfig, cfg: LearnerConfig, version: int = 0, all_reduce=None, seed: int = 0):
         self.model, self.cfg, self.version = model, cfg, int(version)
@@ -201,23 +218,19 @@ class Learner:
     def save_checkpoint(self, directory: str | Path) -> Path:
         """Actor-critic, optimizer, sampler state, version and trained steps, in one file written
         atomically (temp file, fsync, rename, directory fsync): a crash leaves the previous one."""
-        state = {'model': self.model.state_dict(), 'optimizer': self.updater.optimizer.state_dict(),
-                 'generator': self.updater.generator.get_state(), 'version': self.version,
-                 'trained_steps': sorted(self._trained), 'counters': dict(self.counters)}
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        path = Path(directory) / CHECKPOINT
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda fh: fh.write(buf.getvalue()))
-        return path
+        return write_checkpoint(directory, {
+            'model': self.model.state_dict(), 'optimizer': self.updater.optimizer.state_dict(),
+            'generator': self.updater.generator.get_state(), 'version': self.version,
+            'trained_steps': sorted(self._trained), 'counters': dict(self.counters)})
 
     def load_checkpoint(self, directory: str | Path) -> bool:
         """Resume from ``directory``'s checkpoint (``weights_only`` load); False when there is none.
         The versions continue, and steps already trained are not trained again."""
-        path = Path(directory) / CHECKPOINT
-        if not path.exists():
+        state = read_checkpoint(directory)
+        if state is None:
             return False
-        state = torch.load(path, map_location='cpu', weights_only=True)
+        if state.get('algorithm', 'ppo') != 'ppo':
+            raise ValueError(f"{directory} holds a {state['algorithm']} learner's checkpoint, not a PPO one")
         self.model.load_state_dict(state['model'])
         self.updater.optimizer.load_state_dict(state['optimizer'])
         self.updater.generator.set_state(state['generator'])

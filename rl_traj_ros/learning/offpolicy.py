@@ -13,21 +13,17 @@ as it can within that budget, and reports the ratio it reached.
 """
 from __future__ import annotations
 
-import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import torch
-
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory, chunk_ends
-from ..storage.files import atomic_write
 from ..storage.layout import flatten_trajectory
 from ..storage.mixer import DemoOnlineMixer
 from ..storage.replay_buffer import TrajectoryReplayBuffer
-from .learner import CHECKPOINT, Update
+from .learner import Update, read_checkpoint, write_checkpoint
 from .rlpd import RLPDUpdater
 from .transitions import check_rows, to_transitions
 
@@ -170,22 +166,15 @@ class OffPolicyLearner:
     # -- checkpoints -------------------------------------------------------------------------------
     def save_checkpoint(self, directory: str | Path) -> Path:
         """Actor, critics, targets, temperature, optimizers, version and counters, atomically."""
-        state = {'algorithm': self.algorithm, 'rlpd': self.updater.state_dict(), 'version': self.version,
-                 'counters': dict(self.counters)}
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        path = Path(directory) / CHECKPOINT
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda fh: fh.write(buf.getvalue()))
-        return path
+        return write_checkpoint(directory, {'algorithm': self.algorithm, 'rlpd': self.updater.state_dict(),
+                                            'version': self.version, 'counters': dict(self.counters)})
 
     def load_checkpoint(self, directory: str | Path) -> bool:
-        path = Path(directory) / CHECKPOINT
-        if not path.exists():
+        state = read_checkpoint(directory)
+        if state is None:
             return False
-        state = torch.load(path, map_location='cpu', weights_only=True)
         if state.get('algorithm') != self.algorithm:
-            raise ValueError(f"{path} is a {state.get('algorithm', 'ppo')} learner's checkpoint, not an RLPD one")
+            raise ValueError(f"{directory} holds a {state.get('algorithm', 'ppo')} learner's checkpoint, not an RLPD one")
         self.updater.load_state_dict(state['rlpd'])
         self.version = int(state['version'])
         # the data counters are rebuilt as the online buffer is (catching up from the writer's buffer)
