@@ -42,7 +42,7 @@ fi
 # 3. message build -----------------------------------------------------------------
 # shellcheck source=/dev/null
 . "$ROOT/tools/ros_env.sh"
-msg_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg srv/*.srv config/* launch/* scripts/* "$VENV/.req_hash")"
+msg_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg srv/*.srv config/*.yaml config/*.xml launch/*.py scripts/* "$VENV/.req_hash")"
 if [ "$(cat "$ROOT/.colcon/.msg_hash" 2>/dev/null)" != "$msg_hash" ] \
    || [ ! -f "$ROOT/.colcon/install/rl_traj_ros/share/rl_traj_ros/package.xml" ]; then
   log "building messages with colcon"
