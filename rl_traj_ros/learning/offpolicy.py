@@ -48,14 +48,13 @@ class OffPolicyLearner:
 
     def __init__(self, updater: RLPDUpdater, cfg: OffPolicyConfig, demos: Optional[TrajectoryReplayBuffer] = None,
                  version: int = 0, seed: int = 0):
+        """``demos``: whole transitions (``load_demos`` checks them); None: interventions only."""
         self.updater, self.cfg, self.version = updater, cfg, int(version)
         # the newest trajectories in the cache's arena: a batch is one gather per field instead of one
         # read per sampled trajectory; older ones are read from memory
         self.online = TrajectoryReplayBuffer(seed=seed, cache_size=ONLINE_ARENA, sample_window_size=cfg.online_window)
         self.demos = demos if demos is not None else TrajectoryReplayBuffer(seed=seed + 1, cache_size=0,
                                                                            sample_window_size=0)
-        if len(self.demos):
-            check_rows(self.demos.sample(1), 'the demonstration buffer')
         self.mixer = DemoOnlineMixer(self.online, self.demos, cfg.online_ratio)
         self._seen: set[TrajectoryId] = set()
         self.counters = {'trajectories': 0, 'duplicates': 0, 'not_ours': 0, 'updates': 0, 'env_steps': 0,
@@ -94,7 +93,8 @@ class OffPolicyLearner:
             self._seen.add(ident)
         flat, shape, _ = flatten_trajectory(traj)
         check_rows(flat, f'trajectory {ident}')
-        self.online.add_trajectories([traj])
+        # the rows just flattened, as [T, B, ...] again (views): the buffer does not align them a second time
+        self.online.add_trajectories([{k: v.reshape(*shape, *v.shape[1:]) for k, v in flat.items()}])
         intervened = flat['intervene_flags'].reshape(flat['intervene_flags'].shape[0], -1).any(1)
         if bool(intervened.any()):
             rows = {k: v[intervened].unsqueeze(1) for k, v in flat.items()}
