@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
                      help='sim_train: the learner (default: the config\'s; rlpd: config/sim_train_rlpd.yaml)')
     run.add_argument('--log-dir', default=None, help='real_collect: logs/{timestamp}/ goes here')
     run.add_argument('--hid-udp-port', type=int, default=0, help='real_collect: SpaceMouse reports from UDP')
+    run.add_argument('--camera', action='append', default=None, metavar='NAME=TOPIC',
+                     help='real_collect: a camera driver topic (sensor_msgs/Image; .../compressed: CompressedImage); '
+                          'repeat per camera, main camera first; replaces the config\'s cameras')
+    run.add_argument('--camera-driver', default=None, metavar='PKG[/EXECUTABLE]',
+                     help='real_collect: also start this camera driver (realsense2_camera, usb_cam, v4l2_camera)')
     run.add_argument('--num-learners', type=int, default=1,
                      help='sim_train: learner ranks (torch.distributed gloo), the collector routes rows to each')
     run.add_argument('--eval-episodes', type=int, default=0,

@@ -1,6 +1,7 @@
 """CollectEpisode: vector auto-reset envs, pickle content vs ground truth, LeRobot trees."""
 import io
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -211,13 +212,42 @@ def test_lerobot_trees_read_back_with_pyarrow(tmp_path, version, naming, storage
         ep_table = list(episodes.values())
         assert [e['dataset_from_index'] for e in ep_table] == [sum(x['length'] for x in ep_table[:i])
                                                                 for i in range(len(ep_table))]
-        assert len(files) > 1  # finalize_interval=2 made several complete checkpoints
+        # finalize_interval=2 made several complete checkpoints, all in one data file (as LeRobot's
+        # recorder appends up to data_files_size_in_mb), one row group per episode
+        assert len(files) == 1 and pq.ParquetFile(files[0]).num_row_groups == len(truth)
+        assert {e['data/file_index'] for e in ep_table} == {0}
     else:
         lines = (root / 'meta' / 'episodes.jsonl').read_text().splitlines()
         assert len(lines) == len(truth)
         assert len((root / 'meta' / 'episodes_stats.jsonl').read_text().splitlines()) == len(truth)
         assert (root / 'meta' / 'tasks.jsonl').exists()
         assert files[0].name == 'episode_000000.parquet'
+
+
+def test_data_file_rolls_over_at_its_size_limit_and_meta_is_readable_by_all(tmp_path):
+    import stat
+    w = LeRobotWriter(str(tmp_path / 'ds'), camera_names=['front'])
+    w.data_files_size_mb = 1e-9  # every finalized file is "full": the next episode opens a new one
+    for e in range(3):
+        w.write(EpisodeRecord(0, e, observations=[{'states': np.full(4, e, np.float32),
+                                                   'main_images': np.zeros((8, 8, 3), np.uint8)}] * 3,
+                              actions=[np.zeros(7)] * 2, rewards=[0.0] * 2, interventions=[True, False]))
+        w.finalize()
+    w.close()
+    files = sorted((tmp_path / 'ds' / 'data' / 'chunk-000').glob('file-*.parquet'))
+    assert [f.name for f in files] == ['file-000.parquet', 'file-001.parquet', 'file-002.parquet']
+    eps = pq.read_table(tmp_path / 'ds' / 'meta' / 'episodes' / 'chunk-000' / 'file-000.parquet').to_pylist()
+    assert [e['data/file_index'] for e in eps] == [0, 1, 2]
+    rows = pq.read_table(files[1]).to_pylist()
+    assert [r['complementary_info.is_intervention'] for r in rows] == [1.0, 0.0]
+    info = json.loads((tmp_path / 'ds' / 'meta' / 'info.json').read_text())
+    assert info['features']['complementary_info.is_intervention'] == {'dtype': 'float32', 'shape': [1],
+                                                                      'names': ['is_intervention']}
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in (tmp_path / 'ds').rglob('*'):  # meta like data: readable by the other users of a share
+        if f.is_file():
+            assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~umask, f
 
 
 def test_dataset_options_are_checked_before_anything_is_written(tmp_path):

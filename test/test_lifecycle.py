@@ -80,13 +80,22 @@ def test_motion_only_while_active_and_transitions_by_hand(rclpy_context):
 
 
 def test_configure_fails_and_the_node_exits_when_the_robot_is_unreachable(rclpy_context):
-    """franky with no robot at the address: configure fails (nothing was sent), exit 1."""
-    env = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args',
-                            '-p', 'autostart:=false', '-p', 'env_type:=franky', '-p', 'num_envs:=1',
-                            '-p', 'robot_ip:=127.0.0.1', '-p', 'collect_episodes:=false',
-                            '-p', f'topic_prefix:={PREFIX}_franky'],
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True)
+    """franky with no robot at the address: configure fails (nothing was sent), exit 1, the
+    address named; started as the README's by-hand lifecycle line (env_type franky implies one
+    env). Beside it, autostarted: a black-holed address fails within connect_timeout_s, and a
+    camera without a driver fails configure before the robot is contacted."""
+    def start(*params, ns='/'):
+        args = [sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args', '-r', f'__ns:={ns}',
+                '-p', 'env_type:=franky', '-p', 'collect_episodes:=false']
+        for p in params:
+            args += ['-p', p]
+        return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+    env = start('robot_ip:=127.0.0.1', 'autostart:=false', f'topic_prefix:={PREFIX}_franky')  # README, as written
+    t0 = time.monotonic()
+    blackhole = start('robot_ip:=10.255.255.1', 'connect_timeout_s:=1.0', f'topic_prefix:={PREFIX}_bh', ns='/bh')
+    camera = start('robot_ip:=127.0.0.1', 'camera_topics:=[front=/nobody/image_raw]',
+                   'camera_configure_timeout_s:=1.0', f'topic_prefix:={PREFIX}_cam', ns='/cam')
     node = Node('lifecycle_driver_franky', context=rclpy_context)
     ex = SingleThreadedExecutor(context=rclpy_context)
     ex.add_node(node)
@@ -95,7 +104,20 @@ def test_configure_fails_and_the_node_exits_when_the_robot_is_unreachable(rclpy_
         assert not _call(ex, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE))
                          ).success
         out, _ = env.communicate(timeout=60)
-        assert env.returncode == 1 and 'configure failed, nothing moved' in out, out[-3000:]
+        assert env.returncode == 1 and 'configure failed, nothing moved: robot_ip 127.0.0.1: cannot reach the robot ' \
+                                       'on TCP 1337' in out, out[-3000:]
+        assert out.strip().splitlines()[-1].endswith('exit_code=1'), out[-3000:]  # the last line agrees with the exit
+        out, _ = blackhole.communicate(timeout=60)
+        took = time.monotonic() - t0
+        # no route, a dropped SYN, or (in this sandbox) a proxy that accepts every TCP connection: named either way
+        assert blackhole.returncode == 1 and 'nothing moved: robot_ip 10.255.255.1: ' in out, out[-3000:]
+        assert took < 20, f'{took:.1f} s'  # connect_timeout_s, not libfranka's ~60 s TCP timeout
+        out, _ = camera.communicate(timeout=60)
+        assert camera.returncode == 1, out[-3000:]
+        assert ("configure failed, nothing moved: camera 'front' on /nobody/image_raw: no frame within 1 s (no "
+                'publisher on /nobody/image_raw: is the camera driver running?)') in out, out[-3000:]
+        assert 'robot_ip' not in out  # the cameras are checked before the robot is contacted
     finally:
-        stop_process(env)
+        for p in (env, blackhole, camera):
+            stop_process(p)
         node.destroy_node()

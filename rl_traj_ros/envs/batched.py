@@ -13,7 +13,7 @@ import numpy as np
 
 class BatchedEnv:
     metadata = {'autoreset_mode': 'SameStep'}
-    state_names = action_names = camera_names = None
+    state_names = action_names = camera_names = robot_type = None
 
     def __init__(self, envs: list, obs_fn: Callable[[int, Any], dict], task: str, seed: int = 0,
                  success_key: str = 'succeed'):
@@ -22,7 +22,7 @@ class BatchedEnv:
         self.success_key = success_key
         self._episode = [0] * self.num_envs
         # what the dimensions and cameras are, when the envs say (dataset feature names)
-        for attr in ('state_names', 'action_names', 'camera_names'):
+        for attr in ('state_names', 'action_names', 'camera_names', 'robot_type'):
             if getattr(self, attr, None) is None:
                 setattr(self, attr, getattr(envs[0], attr, None) if envs else None)
 

@@ -50,8 +50,48 @@ def target_pose(values: Sequence[float]) -> tuple[np.ndarray, Optional[np.ndarra
     raise ValueError(f'target_ee_pose needs 3, 6 or 7 values, got {v.size}')
 
 
+FCI_PORT = 1337  # libfranka's command connection (TCP); the gripper uses 1338
+
+
+def check_reachable(robot_ip: str, timeout_s: float) -> None:
+    """Fail fast, naming the address: libfranka waits for its TCP timeout (~60 s here) on an
+    address that drops packets, and its error does not say which address it tried."""
+    import socket
+    try:
+        socket.create_connection((robot_ip, FCI_PORT), timeout=timeout_s).close()
+    except socket.gaierror as e:
+        raise ConnectionError(f'robot_ip {robot_ip!r} is not an address: {e}') from e
+    except OSError as e:
+        why = f'no answer within {timeout_s:g} s' if isinstance(e, TimeoutError) else str(e)
+        raise ConnectionError(f'robot_ip {robot_ip}: cannot reach the robot on TCP {FCI_PORT} ({why}); '
+                              'check the address, the cable and that FCI is enabled in Desk') from e
+
+
+def connect(make: Callable, robot_ip: str, timeout_s: float):
+    """libfranka's connect, bounded: a host that accepts TCP 1337 but never answers the
+    handshake (not a Franka controller, a proxy) would hold configure for its ~60 s timeout."""
+    import threading
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out['robot'] = make()
+        except Exception as e:  # noqa: BLE001 - reported below, with the address
+            out['error'] = e
+    t = threading.Thread(target=run, name='franky-connect', daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if 'robot' in out:
+        return out['robot']
+    if 'error' in out:
+        raise ConnectionError(f"robot_ip {robot_ip}: franky could not connect: {out['error']}") from out['error']
+    raise ConnectionError(f'robot_ip {robot_ip}: TCP {FCI_PORT} accepts connections but no libfranka answer came '
+                          f'within {timeout_s:g} s: is that address the robot\'s FCI?')
+
+
 class FrankaFrankyEnv(gym.Env):
     metadata = {'render_modes': []}
+    robot_type = 'fr3'  # what franky drives (franky-sim simulates an FR3); the dataset's info.json says so
 
     def __init__(self, robot_ip: str, target_ee_pose: Sequence[float] = (0.5, 0.0, 0.3),
                  action_scale: tuple[float, float] = (0.05, 0.2), no_gripper: bool = False,
@@ -60,10 +100,13 @@ class FrankaFrankyEnv(gym.Env):
                  workspace_min: Sequence[float] = (0.3, -0.3, 0.1), workspace_max: Sequence[float] = (0.7, 0.3, 0.6),
                  max_step_m: float = 0.03, max_step_rad: float = 0.2, control_dt: float = 0.1,
                  max_episode_steps: int = 200, dynamics_factor: float = 0.2, gripper_speed: float = 0.05,
-                 gripper_force: float = 20.0, camera: Optional[Callable[[], np.ndarray]] = None):
+                 gripper_force: float = 20.0, cameras: Optional[Callable[[], dict]] = None,
+                 num_cameras: int = 0, image_size: int = 128, connect_timeout_s: float = 5.0):
         import franky
         self._franky = franky
-        self.robot = franky.Robot(robot_ip, realtime_config=franky.RealtimeConfig.Ignore)
+        check_reachable(robot_ip, connect_timeout_s)
+        self.robot = connect(lambda: franky.Robot(robot_ip, realtime_config=franky.RealtimeConfig.Ignore),
+                             robot_ip, connect_timeout_s)
         self.robot.relative_dynamics_factor = dynamics_factor
         self.gripper = None if no_gripper else franky.Gripper(robot_ip)
         self.target_pos, self.target_rot = target_pose(target_ee_pose)
@@ -75,11 +118,15 @@ class FrankaFrankyEnv(gym.Env):
         self.max_step_m, self.max_step_rad = max_step_m, max_step_rad
         self.control_dt, self.max_episode_steps = control_dt, max_episode_steps
         self.gripper_speed, self.gripper_force = gripper_speed, gripper_force
-        self.camera = camera
+        self.cameras = cameras
         dim = 6 if no_gripper else 7
         self.state_names, self.action_names = STATE_NAMES, ACTION_NAMES[:dim]
         self.action_space = spaces.Box(-1.0, 1.0, (dim,), np.float32)
         obs = {'states': spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)}
+        if cameras is not None and num_cameras > 0:
+            obs['main_images'] = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
+        if cameras is not None and num_cameras > 1:
+            obs['extra_view_images'] = spaces.Box(0, 255, (num_cameras - 1, image_size, image_size, 3), np.uint8)
         self.observation_space = spaces.Dict(obs)
         self._closed_gripper = False
         self._in_tol = 0
@@ -99,8 +146,8 @@ class FrankaFrankyEnv(gym.Env):
         q = np.asarray(self.robot.current_joint_state.position, float)
         width = float(self.gripper.width) if self.gripper is not None else 0.0
         out = {'states': np.concatenate([pos, rot_to_quat(rot), vel, q, [width]]).astype(np.float32)}
-        if self.camera is not None:
-            out['main_images'] = np.asarray(self.camera(), np.uint8)
+        if self.cameras is not None:  # the frames that match this state's time (see envs/cameras.py)
+            out.update(self.cameras())
         return out
 
     def _errors(self) -> tuple[float, float]:

@@ -41,6 +41,7 @@ class SimFrankaVecEnv(BatchedEnv):
     ids of ``state_split`` on the env's own stride (``env_offset`` = this batch's first global
     env index, ``total_envs`` = envs of all env nodes). Without a table gym-hil's fixed start."""
     state_names, action_names, camera_names = STATE_NAMES, ACTION_NAMES, CAMERA_NAMES
+    robot_type = 'panda'  # gym-hil's MuJoCo Panda
 
     def __init__(self, num_envs: int = 1, image_obs: bool = False, image_size: int = 128, seed: int = 0,
                  max_episode_steps: int = 100, states: Optional[StateIdTable] = None, state_split: str = 'train',

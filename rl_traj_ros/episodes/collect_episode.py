@@ -91,7 +91,8 @@ def _copy(x: Any) -> Any:
 
 class CollectEpisode(gym.Wrapper):
     def __init__(self, env: Any, save_dir: str, rank: int = 0, num_envs: int = 1, show_goal_site: bool = True,
-                 export_format: str = 'pickle', robot_type: str = 'panda', fps: int = 10, only_success: bool = False,
+                 export_format: str = 'pickle', robot_type: Optional[str] = None, fps: int = 10,
+                 only_success: bool = False,
                  finalize_interval: int = 100, lerobot_version: str = 'v3.0', max_queued_episodes: int = 64,
                  naming: str = 'lerobot', image_storage: str = 'png', camera_names: Optional[list] = None,
                  state_names: Optional[list] = None, action_names: Optional[list] = None):
@@ -114,6 +115,7 @@ class CollectEpisode(gym.Wrapper):
         # what each camera and dimension is: given here, else what the env says about itself
         names = {k: v if v else env_attr(env, k) for k, v in
                  (('camera_names', camera_names), ('state_names', state_names), ('action_names', action_names))}
+        robot_type = robot_type or env_attr(env, 'robot_type') or 'panda'  # info.json: the robot, as the env says
         self.writer = (PickleWriter(str(self.save_dir), rank) if export_format == 'pickle'
                        else LeRobotWriter(str(self.save_dir), fps=fps, robot_type=robot_type, version=lerobot_version,
                                           naming=naming, image_storage=image_storage, **names))
@@ -127,7 +129,14 @@ class CollectEpisode(gym.Wrapper):
         # bounded: a stalled disk slows the loop instead of eating memory
         self._bg = BackgroundWriter(self._write_episode, max_queued_episodes, 'collect-episode-writer')
         self._closed = False
+        self._step_interventions: Optional[np.ndarray] = None
+        self._intervened: Optional[np.ndarray] = None
         self._install_exit_hooks()
+
+    def mark_interventions(self, flags: Any) -> None:
+        """Which envs execute the operator's action in the next step (the rollout worker applies
+        interventions outside the env); recorded per frame as complementary_info.is_intervention."""
+        self._step_interventions = np.asarray(flags, bool).reshape(-1)
 
     # -- env API -------------------------------------------------------------------------------
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -144,6 +153,7 @@ class CollectEpisode(gym.Wrapper):
     def step(self, action: Any):
         self._raise_writer_error()
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self._intervened, self._step_interventions = self._step_interventions, None
         if not self.vector:
             self._record(0, action, obs, reward, terminated, truncated, info)
             return obs, reward, terminated, truncated, info
@@ -198,6 +208,7 @@ class CollectEpisode(gym.Wrapper):
         ep.terminated.append(bool(terminated))
         ep.truncated.append(bool(truncated))
         ep.infos.append(_copy(info) if isinstance(info, dict) else info)
+        ep.interventions.append(bool(self._intervened[i]) if self._intervened is not None else False)
         ep.observations.append(_copy(obs))
         # per-step fallback flag: a step that terminated with positive reward, or any step info success
         flag = _scalar_bool(info.get('success')) if isinstance(info, dict) and 'success' in info else None

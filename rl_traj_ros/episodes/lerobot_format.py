@@ -22,6 +22,8 @@ TASK_KEYS = ('task_descriptions', 'task_description', 'task')
 DEFAULT_FEATURES = {'timestamp': ('float32', [1]), 'frame_index': ('int64', [1]), 'episode_index': ('int64', [1]),
                     'index': ('int64', [1]), 'task_index': ('int64', [1])}
 CHUNKS_SIZE = 1000
+DATA_FILES_SIZE_MB = 100   # v3.0: episodes are appended to one data file up to this size (lerobot's default)
+VIDEO_FILES_SIZE_MB = 200  # info.json's video_files_size_in_mb (lerobot's default)
 VIDEO_PATH = 'videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4'
 @dataclass(frozen=True)
 class DatasetNaming:
@@ -32,6 +34,7 @@ class DatasetNaming:
     done: str
     success: str
     camera_prefix: Optional[str]  # None: the spec's image / extra_view_image[-i] keys
+    intervention: Optional[str] = None  # per frame: the operator's action was executed (HIL-SERL's key)
 
     def camera_keys(self, streams: list[tuple[str, Optional[int]]], names: Sequence[str]) -> list[str]:
         """streams: ('main', None) | ('extra', None | i) in dataset order."""
@@ -51,7 +54,7 @@ class DatasetNaming:
 
 NAMINGS = {
     'lerobot': DatasetNaming('observation.state', 'action', 'next.reward', 'next.done', 'next.success',
-                             'observation.images.'),
+                             'observation.images.', 'complementary_info.is_intervention'),
     'rlinf': DatasetNaming('state', 'actions', None, 'done', 'is_success', None),
 }
 IMAGE_STORAGES = ('png', 'video')

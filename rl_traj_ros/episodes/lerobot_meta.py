@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from ..storage.files import stage_write
 from . import lerobot_stats as st
-from .lerobot_format import CHUNKS_SIZE, VIDEO_PATH
+from .lerobot_format import CHUNKS_SIZE, DATA_FILES_SIZE_MB, VIDEO_FILES_SIZE_MB, VIDEO_PATH
 
 Staged = list[tuple[Path, Path]]
 
@@ -32,7 +32,7 @@ def info(version: str, fps: int, features: dict, episodes: list[dict], total_fra
     out = {'codebase_version': version, 'fps': fps, 'features': features, 'total_episodes': len(episodes),
            'total_frames': total_frames, 'total_tasks': num_tasks, 'chunks_size': CHUNKS_SIZE}
     if version == 'v3.0':
-        out.update({'data_files_size_in_mb': 100, 'video_files_size_in_mb': 200,
+        out.update({'data_files_size_in_mb': DATA_FILES_SIZE_MB, 'video_files_size_in_mb': VIDEO_FILES_SIZE_MB,
                     'data_path': 'data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet',
                     'video_path': VIDEO_PATH if has_videos else None})
     else:

@@ -29,7 +29,7 @@ from PIL import Image
 from ..storage.files import atomic_write, json_writer, publish_staged
 from . import lerobot_meta as meta
 from . import lerobot_stats as st
-from .lerobot_format import (CHUNKS_SIZE, DEFAULT_FEATURES, EXTRA_IMAGE_KEYS, IMAGE_STORAGES, MAIN_IMAGE_KEYS, NAMINGS,
+from .lerobot_format import (CHUNKS_SIZE, DATA_FILES_SIZE_MB, DEFAULT_FEATURES, EXTRA_IMAGE_KEYS, IMAGE_STORAGES, MAIN_IMAGE_KEYS, NAMINGS,
                              STATE_KEYS, TASK_KEYS, VIDEO_PATH, _first, _np, holds_dataset, png_bytes, to_uint8_image)
 from .record import EpisodeRecord
 from .video import VideoEncoding, VideoFile, check_encoder, check_frame_size, probe_video_info
@@ -89,7 +89,9 @@ class LeRobotWriter:
         self._episodes: list[dict] = []
         self._ep_stats: list[dict[str, dict]] = []
         self._total_frames = 0
-        self._file_index = 0
+        self._file_index = 0        # the data file episodes are appended to
+        self._video_file_index = 0  # one MP4 per camera per finalize
+        self.data_files_size_mb = DATA_FILES_SIZE_MB
         self._writer: Optional[pq.ParquetWriter] = None
         self._writer_tmp: Optional[Path] = None
         self._schema: Optional[pa.Schema] = None
@@ -124,6 +126,8 @@ class LeRobotWriter:
             feats[nm.reward] = {'dtype': 'float32', 'shape': [1], 'names': None}
         feats[nm.done] = {'dtype': 'bool', 'shape': [1], 'names': None}
         feats[nm.success] = {'dtype': 'bool', 'shape': [1], 'names': None}
+        if nm.intervention:  # float32 (1,) as LeRobot's HIL-SERL recorder writes its complementary_info
+            feats[nm.intervention] = {'dtype': 'float32', 'shape': [1], 'names': ['is_intervention']}
         for k, (dt, shape) in DEFAULT_FEATURES.items():
             feats[k] = {'dtype': dt, 'shape': shape, 'names': None}
         self.features = feats
@@ -199,6 +203,9 @@ class LeRobotWriter:
             cols[nm.success] = cols[nm.done] & bool(ep.success)
         else:  # the spec's is_success: the episode's outcome on every frame
             cols[nm.success] = np.full(n, bool(ep.success))
+        if nm.intervention:
+            flags = ep.interventions if len(ep.interventions) == n else [False] * n
+            cols[nm.intervention] = np.asarray(flags, np.float32)
         return cols
 
     def _task(self, ep: EpisodeRecord) -> str:
@@ -253,10 +260,7 @@ class LeRobotWriter:
             self._staged_episodes += meta.stage(path, lambda fh: pq.write_table(table, fh, compression='snappy'))
         else:
             if self._writer is None:
-                d = self.root / 'data' / 'chunk-000'
-                d.mkdir(parents=True, exist_ok=True)
-                self._writer_tmp = d / f'.file-{self._file_index:03d}.parquet.tmp'
-                self._writer = pq.ParquetWriter(self._writer_tmp, self._schema, compression='snappy')
+                self._open_data_file()
             self._writer.write_table(table)  # one row group per episode
         self._episodes.append({'episode_index': ep_index, 'tasks': [task], 'length': n,
                                'data/chunk_index': chunk, 'data/file_index': self._file_index,
@@ -270,6 +274,23 @@ class LeRobotWriter:
             atomic_write(self.truth_dir / f'episode_{ep_index:06d}.npz',
                          lambda fh: np.savez(fh, task=np.array(task), **keep))
 
+    def _open_data_file(self) -> None:
+        """As LeRobot's recorder: episodes go on into the current data file until it holds
+        ``data_files_size_mb``; a finalized file is copied (row group by row group) into the new
+        temp file, which replaces it at the next finalize, so readers see either version whole."""
+        d = self.root / 'data' / 'chunk-000'
+        d.mkdir(parents=True, exist_ok=True)
+        final = d / f'file-{self._file_index:03d}.parquet'
+        if final.exists() and final.stat().st_size >= self.data_files_size_mb * 1e6:
+            self._file_index += 1
+            final = d / f'file-{self._file_index:03d}.parquet'
+        self._writer_tmp = d / f'.{final.name}.tmp'
+        self._writer = pq.ParquetWriter(self._writer_tmp, self._schema, compression='snappy')
+        if final.exists():
+            done = pq.ParquetFile(final)
+            for i in range(done.num_row_groups):
+                self._writer.write_table(done.read_row_group(i))
+
     # -- video ---------------------------------------------------------------------------------
     def _encode_videos(self, cols: dict[str, np.ndarray], n: int) -> dict[str, Any]:
         """Queue the episode's frames on each camera's encoder thread; return its episodes-table
@@ -279,7 +300,7 @@ class LeRobotWriter:
             vf = self._videos.get(k)
             if vf is None:
                 h, w = self.features[k]['shape'][:2]
-                final = self.root / VIDEO_PATH.format(video_key=k, chunk_index=0, file_index=self._file_index)
+                final = self.root / VIDEO_PATH.format(video_key=k, chunk_index=0, file_index=self._video_file_index)
                 final.parent.mkdir(parents=True, exist_ok=True)
                 vf = self._videos[k] = VideoFile(final.parent / f'.{final.name}.tmp', self.fps, h, w,
                                                  self.video_encoding)
@@ -288,7 +309,7 @@ class LeRobotWriter:
             while len(pending) >= MAX_PENDING_VIDEO_EPISODES:
                 pending.pop(0).result()
             pending.append(self._video_pools[k].submit(vf.add, cols[k]))
-            meta.update({f'videos/{k}/chunk_index': 0, f'videos/{k}/file_index': self._file_index,
+            meta.update({f'videos/{k}/chunk_index': 0, f'videos/{k}/file_index': self._video_file_index,
                          f'videos/{k}/from_timestamp': self._video_queued[k] / self.fps,
                          f'videos/{k}/to_timestamp': (self._video_queued[k] + n) / self.fps})
             self._video_queued[k] += n
@@ -312,6 +333,8 @@ class LeRobotWriter:
             if 'info' not in self.features[k]:
                 self.features[k]['info'] = probe_video_info(vf.path, self.video_encoding)
             staged.append((vf.path, vf.path.parent / vf.path.name[1:-len('.tmp')]))
+        if self._videos:
+            self._video_file_index += 1
         self._videos = {}
         return staged
 
@@ -332,7 +355,6 @@ class LeRobotWriter:
                 os.fsync(fh.fileno())
             staged.append((self._writer_tmp, self._writer_tmp.parent / f'file-{self._file_index:03d}.parquet'))
             self._writer, self._writer_tmp = None, None
-            self._file_index += 1
         agg = {k: st.to_json(st.aggregate([s[k] for s in self._ep_stats])) for k in self.features}
         staged += meta.stage(self.root / 'meta' / 'stats.json', json_writer(agg, sort_keys=False, indent=4),
                               binary=False)

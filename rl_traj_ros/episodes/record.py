@@ -15,6 +15,7 @@ class EpisodeRecord:
     terminated: list = field(default_factory=list)
     truncated: list = field(default_factory=list)
     infos: list = field(default_factory=list)
+    interventions: list = field(default_factory=list)  # per step: the operator's action was executed
     success: bool = False
 
     @property

@@ -1,7 +1,6 @@
 """What every node shares: parameter declaration with descriptors, topic names, main()."""
 from __future__ import annotations
 
-import signal
 import sys
 from typing import Any, Callable
 
@@ -11,6 +10,7 @@ from rclpy.node import Node
 
 from ..params.shared import SHARED
 from ..params.spec import Spec
+from .stop_signals import install as install_stop_signals
 
 TOPICS = {
     'policy_input': 'policy_input',    # env -> policy (PolicyInput)
@@ -110,18 +110,20 @@ def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     """init, spin until SIGINT/SIGTERM or the node asks to stop, then shut down cleanly:
-    the node's ``shutdown()`` flushes whatever it holds before the context goes away."""
-    # rclpy's own SIGINT handler would invalidate the context before shutdown() can flush;
-    # take SIGINT as KeyboardInterrupt instead and treat SIGTERM the same way.
-    from rclpy.signals import SignalHandlerOptions
-    rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+    the node's ``shutdown()`` flushes whatever it holds before the context goes away.
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    # explicitly for SIGINT too: a process started in the background of a script (`node &`)
-    # inherits SIGINT as ignored, and Python then installs no KeyboardInterrupt handler
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    Signals only set a flag (``stop_signals``): rclpy's own handler would invalidate the context
+    before ``shutdown()`` can flush, and a raised KeyboardInterrupt can land inside rclpy's
+    destruction on the second signal that launch sends."""
+    from rclpy.signals import SignalHandlerOptions
+    stop = install_stop_signals()
+    if stop.requested:  # stopped while importing: nothing started, nothing to flush
+        return 0
+    try:
+        rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as e:  # noqa: BLE001 - a malformed --ros-args: rcl says which part
+        print(f'cannot start: {e}', file=sys.stderr, flush=True)
+        return 1
     node = None
     rc = 0
     try:
@@ -129,12 +131,12 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
         print(f'[{node.get_name()}] ready', flush=True)
         ex = make_executor()
         ex.add_node(node)
-        while rclpy.ok() and not getattr(node, 'finished', False):
+        while rclpy.ok() and not getattr(node, 'finished', False) and not stop.requested:
             ex.spin_once(timeout_sec=0.1)
-    except KeyboardInterrupt:
-        pass
+        if stop.requested:
+            node.get_logger().info(f'{stop.name()}: stopping')
     except Exception as e:  # noqa: BLE001 - report, flush, exit non-zero
-        print(f'[{getattr(node, "get_name", lambda: "node")()}] fatal: {e!r}', file=sys.stderr, flush=True)
+        print(f'[{getattr(node, "get_name", lambda: "node")()}] fatal: {e}', file=sys.stderr, flush=True)
         rc = 1
     finally:
         if node is not None:

@@ -16,6 +16,10 @@ episodes are flushed and the robot is released. Motion happens only while active
 """
 from __future__ import annotations
 
+if __name__ == '__main__':  # first, before the heavy imports below: see stop_signals
+    from rl_traj_ros.nodes.stop_signals import install
+    install()
+
 import threading
 import time
 from typing import Optional
@@ -27,11 +31,13 @@ from sensor_msgs.msg import Image, JointState
 
 from .. import msg as M
 from ..delivery.resend import RESEND, TIMEOUT, ReplyWait
+from ..envs.cameras import CameraFrames, parse_cameras
 from ..envs.sim_franka import sim_env_from_params
 from ..episodes import CollectEpisode, collect_episode_kwargs
 from ..params.env_node import ENV_NODE
 from ..rollout.workers import EnvStats, EnvWorker, RolloutConfig
 from ..ros import conversion as cv
+from ..ros.images import CameraSubscriber
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
 
@@ -43,14 +49,17 @@ class FrankaEnvNode(LifecycleNode):
     def __init__(self):
         super().__init__('franka_env_node')
         p = declare(self, ENV_NODE)
+        if p['env_type'] == 'franky' and p['num_envs'] != 1:
+            if 'num_envs' in getattr(self, '_parameter_overrides', {}):
+                raise ValueError(f"env_type franky drives one robot: num_envs must be 1, got {p['num_envs']}")
+            p['num_envs'] = 1  # the shared default (2) is the sim's
         for k in ('num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch'):
             if p[k] < 1:
                 raise ValueError(f'{k} must be >= 1, got {p[k]}')
-        if p['env_type'] == 'franky' and p['num_envs'] != 1:
-            raise ValueError('env_type franky drives one robot: num_envs must be 1')
         if p['env_type'] == 'franky' and p['action_dim'] != (6 if p['no_gripper'] else 7):
             raise ValueError(f"action_dim must be {6 if p['no_gripper'] else 7} with no_gripper={p['no_gripper']}")
         self.p = p
+        self.cameras = self._camera_subscriber(p)
         self.reply_wait = ReplyWait(p['request_resend_s'], p['reply_timeout_s'])
         self.cfg = RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
         self.env = None     # made in the rollout thread: an EGL context is bound to its thread
@@ -84,6 +93,19 @@ class FrankaEnvNode(LifecycleNode):
         if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
 
+    def _camera_subscriber(self, p) -> Optional[CameraSubscriber]:
+        specs = parse_cameras(p['camera_names'], p['camera_topics'])
+        if not specs:
+            return None
+        if p['env_type'] != 'franky':
+            raise ValueError('camera_topics are for env_type franky: the sim renders its own cameras (image_obs)')
+        p['camera_names'] = [c.name for c in specs]  # the dataset's observation.images.<name>, main first
+        frames = CameraFrames(specs, p['image_size'], p['camera_sync_tolerance_s'], p['camera_wait_s'])
+        sub = CameraSubscriber(self.get_name(), self.get_namespace(), frames)
+        frames.clock = sub.clock_s
+        self.get_logger().info('cameras: ' + ', '.join(f'{c.name} <- {c.topic}' for c in specs))
+        return sub
+
     # -- lifecycle (executor thread) ---------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Make the env in the rollout thread (an EGL context is bound to its thread) and wait
@@ -95,7 +117,7 @@ class FrankaEnvNode(LifecycleNode):
         self._thread.start()
         if not self._made.wait(CONFIGURE_TIMEOUT_S) or self._make_error is not None:
             why = self._make_error or f'no env within {CONFIGURE_TIMEOUT_S} s'
-            self.get_logger().error(f'configure failed, nothing moved: {why!r}')
+            self.get_logger().error(f'configure failed, nothing moved: {why}; exit_code=1')
             self._stop.set()
             self.exit_code, self.finished = 1, True
             return TransitionCallbackReturn.FAILURE
@@ -165,11 +187,16 @@ class FrankaEnvNode(LifecycleNode):
         if p['env_type'] == 'franky':
             from ..envs.batched import BatchedEnv
             from ..envs.franky_env import FrankaFrankyEnv
+            frames = self.cameras.frames if self.cameras is not None else None
+            if frames is not None:  # before the robot: a silent camera fails configure, robot untouched
+                self.cameras.wait_ready(p['camera_configure_timeout_s'])
             robots = [FrankaFrankyEnv(p['robot_ip'], list(p['target_ee_pose']), tuple(p['action_scale']),
                                       p['no_gripper'], p['pos_tolerance'], p['rot_tolerance'], p['success_hold_steps'],
                                       workspace_min=list(p['workspace_min']), workspace_max=list(p['workspace_max']),
                                       max_step_m=p['max_step_m'], control_dt=p['control_dt'],
-                                      max_episode_steps=p['max_episode_steps'])]
+                                      max_episode_steps=p['max_episode_steps'], connect_timeout_s=p['connect_timeout_s'],
+                                      cameras=frames.observation if frames else None,
+                                      num_cameras=len(frames.cameras) if frames else 0, image_size=p['image_size'])]
             env = BatchedEnv(robots, lambda i, raw: raw, p['task_description'], p['seed'])
         elif p['env_type'] == 'sim':
             env = sim_env_from_params(p, p['env_rank'])
@@ -191,6 +218,7 @@ class FrankaEnvNode(LifecycleNode):
                 self.worker = EnvWorker(self.cfg, self.env, self._intervention)
             except Exception as e:  # noqa: BLE001 - on_configure reports it and fails the transition
                 self._make_error = e
+                self.exit_code = 1  # before the last log line below, so that it says so
                 return
             finally:
                 self._made.set()
@@ -243,7 +271,8 @@ class FrankaEnvNode(LifecycleNode):
                 self.env.close()  # in this thread (EGL); CollectEpisode flushes and finalizes here
             self._flushed = True
             st = self.stats()
-            self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in st.items()))
+            if self._make_error is None:  # else configure reports the failure, as the last line
+                self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in st.items()))
             wait_acked(self, (self._publish_status(),), timeout_s=5.0)  # the last status reaches its readers
             self.finished = True
 
@@ -319,6 +348,8 @@ class FrankaEnvNode(LifecycleNode):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
+        if self.cameras is not None:
+            self.cameras.close()
 
 
 def main(args=None) -> int:

@@ -8,6 +8,10 @@ Intervention, plus the leader's joints as sensor_msgs/JointState.
 """
 from __future__ import annotations
 
+if __name__ == '__main__':  # first, before the heavy imports below: see stop_signals
+    from rl_traj_ros.nodes.stop_signals import install
+    install()
+
 import time
 from typing import Optional
 

@@ -15,6 +15,10 @@ once, so the learner always gets the step it is waiting for.
 """
 from __future__ import annotations
 
+if __name__ == '__main__':  # first, before the heavy imports below: see stop_signals
+    from rl_traj_ros.nodes.stop_signals import install
+    install()
+
 from rclpy.node import Node
 
 from .. import msg as M
@@ -146,7 +150,11 @@ class PolicyNode(Node):
     def shutdown(self) -> None:
         wait_acked(self, (self.pub_action, self.pub_policy, self.pub_env))
         counters = {**self.counters, **self.gate.counters, 'resent': self.policy_out.resent + self.env_out.resent}
-        self.get_logger().info(f'counters: {counters}, unacked parts: {len(self.policy_out)}')
+        self.get_logger().info(f'counters: {counters}, parts without a KeyAck: {len(self.policy_out)}')
+        if len(self.policy_out):
+            self.get_logger().info(f'{len(self.policy_out)} chunks were not acknowledged as stored: the collector '
+                                   'still held them when the run ended (an episode or step not completed, see its '
+                                   'last lines)')
 
 
 def main(args=None) -> int:

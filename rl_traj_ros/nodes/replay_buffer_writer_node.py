@@ -8,6 +8,10 @@ and closed, so everything received is on disk.
 """
 from __future__ import annotations
 
+if __name__ == '__main__':  # first, before the heavy imports below: see stop_signals
+    from rl_traj_ros.nodes.stop_signals import install
+    install()
+
 from rclpy.node import Node
 
 from .. import msg as M

@@ -9,6 +9,10 @@ BEST_EFFORT depth 1 with stamps: the env applies only fresh commands.
 """
 from __future__ import annotations
 
+if __name__ == '__main__':  # first, before the heavy imports below: see stop_signals
+    from rl_traj_ros.nodes.stop_signals import install
+    install()
+
 import time
 
 from rclpy.node import Node

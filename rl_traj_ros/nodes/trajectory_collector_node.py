@@ -10,6 +10,10 @@ service and a log line.
 """
 from __future__ import annotations
 
+if __name__ == '__main__':  # first, before the heavy imports below: see stop_signals
+    from rl_traj_ros.nodes.stop_signals import install
+    install()
+
 from rclpy.node import Node
 
 from .. import msg as M
@@ -120,7 +124,13 @@ class TrajectoryCollectorNode(Node):
 
     def shutdown(self) -> None:
         wait_acked(self, (self.pub,))
-        self.get_logger().info(f'final counters: {self.stats()}')
+        st = self.stats()
+        self.get_logger().info(f'final counters: {st}')
+        open_keys = {k for k, _ in self.collector.open_cells()}
+        if open_keys:  # not a loss: what the mode holds until an episode (or step) completes
+            self.get_logger().info(f'{len(open_keys)} chunk keys were not stored because their episode or step was '
+                                   f"still open when the run ended (mode {self.p['mode']} stores completed ones "
+                                   'only); everything flushed was stored and acknowledged')
 
 
 def main(args=None) -> int:

@@ -30,6 +30,17 @@ ENV_NODE = {
     'camera_topic_rate_hz': Param(2.0, 'rate of the sensor_msgs/Image side topic; 0 = off', (0.0, 1000.0)),
     'env_type': Param('sim', "'sim' (gym-hil MuJoCo Franka) or 'franky' (a real Franka via franky; franky-sim)"),
     'robot_ip': Param('172.16.0.2', 'franky: robot (or franky-sim) address'),
+    'connect_timeout_s': Param(5.0, 'franky: fail configure, naming robot_ip, when the robot does not answer '
+                                    'on TCP 1337 within this time', (0.1, 600.0)),
+    'camera_topics': Param([''], "franky: one driver topic per camera (sensor_msgs/Image; '.../compressed': "
+                                 "CompressedImage), named by camera_names in order or written NAME=TOPIC; "
+                                 "[''] = no camera"),
+    'camera_sync_tolerance_s': Param(0.1, 'franky: a step takes, per camera, the newest frame stamped within '
+                                          "this of the robot state's time", (0.0, 10.0)),
+    'camera_wait_s': Param(1.0, 'franky: how long a step waits for a frame within the tolerance before it '
+                                'fails naming the camera', (0.0, 600.0)),
+    'camera_configure_timeout_s': Param(5.0, 'franky: configure fails (nothing moves) unless every camera '
+                                             'delivered a frame within this time', (0.1, 600.0)),
     'target_ee_pose': Param([0.5, 0.0, 0.3], 'franky: [x,y,z] | + rotation vector | + quaternion xyzw'),
     'pos_tolerance': Param(0.02, 'franky: success position tolerance (m)', (0.0, 1.0)),
     'rot_tolerance': Param(0.25, 'franky: success rotation tolerance (rad)', (0.0, 3.1416)),

@@ -10,6 +10,7 @@ The teleop node is the SpaceMouse or the GELLO one. The run stops after
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -21,6 +22,9 @@ from . import sim_collect as sc
 from .run_dir import new_run_dir
 
 DEFAULT_CONFIG = config_path('real_collect.yaml')
+# camera driver packages and the executable ``ros2 run`` starts for each
+CAMERA_DRIVERS = {'realsense2_camera': 'realsense2_camera_node', 'usb_cam': 'usb_cam_node_exe',
+                  'v4l2_camera': 'v4l2_camera_node'}
 
 
 def load_config(path: str | Path) -> dict:
@@ -33,7 +37,23 @@ def check_config(cfg: dict) -> dict:
         raise ValueError('use_spacemouse and use_gello are mutually exclusive')
     if not cfg.get('use_spacemouse') and not cfg.get('use_gello'):
         raise ValueError('enable one teleop device: use_spacemouse or use_gello')
+    cams = cfg.get('cameras') or {}
+    if not isinstance(cams, dict) or not all(isinstance(t, str) and t for t in cams.values()):
+        raise ValueError(f'cameras must map camera names to driver topics, got {cams!r}')
+    camera_driver(cfg)
     return cfg
+
+
+def camera_driver(cfg: dict) -> Optional[str]:
+    """``PKG/EXECUTABLE`` of the camera driver to start, or None."""
+    d = (cfg.get('camera_driver') or '').strip()
+    if not d:
+        return None
+    if '/' in d:
+        return d
+    if d not in CAMERA_DRIVERS:
+        raise ValueError(f'camera_driver {d!r}: give PKG/EXECUTABLE, or one of {sorted(CAMERA_DRIVERS)}')
+    return f'{d}/{CAMERA_DRIVERS[d]}'
 
 
 def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
@@ -58,6 +78,9 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
                             'max_episode_steps': int(cfg.get('max_episode_steps', 300)),
                             'task_description': str(cfg.get('record_task_description', '')),
                             'intervention_timeout_s': 0.5, 'camera_topic_rate_hz': 0.0,
+                            'camera_topics': [f'{n}={t}' for n, t in (cfg.get('cameras') or {}).items()] or [''],
+                            'camera_sync_tolerance_s': float(cfg.get('camera_sync_tolerance_s', 0.1)),
+                            'image_size': int(cfg.get('image_size', 128)),
                             'collect_episodes': bool(dc.get('enabled', False)),
                             'collect_dir': str(run_dir / 'collected_data'),
                             'export_format': dc.get('export_format', 'lerobot'),
@@ -81,6 +104,9 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
               'rot_scale': float(cfg.get('action_scale', [0.05, 0.2])[1]),
               'follower_joint_states': '/env_0/joint_states', **(cfg.get('gello') or {})}
         teleop = {'gello': ('gello_teleop_node', _ros_args(gl))}
+    driver = camera_driver(cfg)
+    if driver:  # extra nodes: (node module | PKG/EXECUTABLE, ROS arguments)
+        teleop['camera_driver'] = (driver, [str(a) for a in cfg.get('camera_driver_args') or []])
     return params, teleop
 
 
@@ -105,7 +131,8 @@ def _ros_args(values: dict) -> list[str]:
 def apply_overrides(cfg: dict, robot_ip: Optional[str] = None, demos_dir: Optional[str] = None,
                     log_dir: Optional[str] = None, gello_port: Optional[str] = None, episodes: Optional[int] = None,
                     hid_udp_port: Optional[int] = None, teleop: Optional[str] = None,
-                    image_storage: Optional[str] = None) -> dict:
+                    image_storage: Optional[str] = None, cameras: Optional[list[str]] = None,
+                    camera_driver: Optional[str] = None) -> dict:
     """The CLI's options and the launch file's arguments, one mapping onto the spec keys (an
     empty / None value keeps the file's)."""
     if teleop:
@@ -122,14 +149,33 @@ def apply_overrides(cfg: dict, robot_ip: Optional[str] = None, demos_dir: Option
         cfg.setdefault('spacemouse', {})['hid_udp_port'] = int(hid_udp_port)
     if image_storage:
         cfg.setdefault('data_collection', {})['image_storage'] = image_storage
+    cameras = [c.strip() for c in cameras or [] if c.strip()]
+    if cameras:
+        bad = [c for c in cameras if '=' not in c]
+        if bad:
+            raise ValueError(f'camera {bad[0]!r}: write NAME=TOPIC, e.g. front=/camera/camera/color/image_raw')
+        cfg['cameras'] = dict(c.split('=', 1) for c in cameras)
+    if camera_driver:
+        cfg['camera_driver'] = camera_driver
     return cfg
 
 
 def main(args) -> int:
-    cfg = apply_overrides(load_config(args.config), args.robot_ip, args.demos_dir, args.log_dir,
-                          episodes=args.episodes, hid_udp_port=args.hid_udp_port, image_storage=args.image_storage)
-    run_dir = new_run_dir(cfg.get('log_dir', 'logs'))
+    try:  # everything the command line or the config gets wrong is refused before anything starts
+        cfg = check_config(apply_overrides(load_config(args.config), args.robot_ip, args.demos_dir, args.log_dir,
+                                           episodes=args.episodes, hid_udp_port=args.hid_udp_port,
+                                           image_storage=args.image_storage, cameras=args.camera,
+                                           camera_driver=args.camera_driver))
+        driver = camera_driver(cfg)
+        if driver:
+            from .ros_run import installed_executable
+            installed_executable(*driver.split('/', 1))
+    except (ValueError, FileNotFoundError) as e:
+        print(f'[real_collect] refused: {e}', file=sys.stderr)
+        return 2
+    run_dir = new_run_dir(cfg.get('log_dir', 'logs')).resolve()
     params, teleop = node_params(cfg, run_dir)
+    print(f'[real_collect] output: {run_dir}', flush=True)
     r = sc.run_ros(params, 1, str(run_dir), extra_nodes=teleop, quiet=args.quiet)
     print(f"\n[real_collect] {r['episodes']} episodes, {r['successes']} successful; demos: "
           f"{params['replay_buffer_writer_node']['output_dir']}")

@@ -22,6 +22,20 @@ from typing import Optional
 NODE_OF = {'writer': 'replay_buffer_writer_node', 'collector': 'trajectory_collector_node', 'policy': 'policy_node'}
 
 
+def installed_executable(package: str, executable: str) -> str:
+    """What ``ros2 run PACKAGE EXECUTABLE`` runs (``<prefix>/lib/<package>/<executable>``)."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    try:
+        prefix = get_package_prefix(package)
+    except PackageNotFoundError:
+        raise FileNotFoundError(f'ROS package {package!r} is not installed (or its workspace is not sourced); '
+                                f'e.g. apt install ros-$ROS_DISTRO-{package.replace("_", "-")}') from None
+    path = Path(prefix) / 'lib' / package / executable
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError(f'ROS package {package!r} has no executable {executable!r} ({path})')
+    return str(path)
+
+
 class RosRun:
     def __init__(self, params_yaml: str, workdir: str, quiet: bool = False, extra_env: Optional[dict] = None):
         self.work = Path(workdir)
@@ -39,6 +53,10 @@ class RosRun:
 
     # -- processes ---------------------------------------------------------------------------
     def command(self, name: str, module: str, extra: list[str]) -> list[str]:
+        """``module``: one of this package's nodes, or ``PKG/EXECUTABLE`` of another installed ROS
+        package (a camera driver), which gets its own ROS arguments only."""
+        if '/' in module:
+            return [installed_executable(*module.split('/', 1)), '--ros-args', *extra]
         return [sys.executable, '-m', f'rl_traj_ros.nodes.{module}', '--ros-args', '--params-file',
                 str(self.params_file), *extra]
 

@@ -137,6 +137,8 @@ class EnvWorker:
                     iflags[i, s] = True
                     iacts[i, s * a_dim:(s + 1) * a_dim] = cmd[0]
                 self.stats.interventions += 1
+            if hasattr(self.env, 'mark_interventions'):  # a recorder: flags it per frame
+                self.env.mark_interventions(iflags[:, s])
             obs, r, te, tr, info = self.env.step(a)
             rewards[:, s], term[:, s], trunc[:, s] = r, te, tr
             for i in np.nonzero(np.asarray(te) | np.asarray(tr))[0]:

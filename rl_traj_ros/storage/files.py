@@ -30,6 +30,15 @@ class BufferFileError(RuntimeError):
     """A buffer file is missing, corrupt or of the wrong format; the message names it."""
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()  # read once, at import (os.umask can only be read by setting it)
+
+
 def stage_write(path: Path, write: Callable[[Any], None], binary: bool = True) -> Path:
     """Write and fsync a hidden temp file beside ``path``; the caller renames it into place.
 
@@ -38,6 +47,7 @@ def stage_write(path: Path, write: Callable[[Any], None], binary: bool = True) -
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide this file from the other users of a share
         with os.fdopen(fd, 'wb' if binary else 'w') as f:
             write(f)
             f.flush()
