@@ -35,9 +35,14 @@ def _nodes(context):
     as its own dict: a YAML file next to a ``/**`` override would let the file's
     ``/**/<node>`` sections win over the launch arguments."""
     from rl_traj_ros.pipelines.sim_collect import DEFAULT_OUTPUT_ROOT, apply_overrides, load_params
+    from rl_traj_ros.pipelines.run_dir import existing_datasets, new_run_dir
     arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
-    if not arg['output_dir']:
-        from rl_traj_ros.pipelines.run_dir import new_run_dir
+    if arg['output_dir']:  # the CLI's refusal, before any node starts
+        taken = existing_datasets(os.path.join(arg['output_dir'], 'collected_data'))
+        if taken:
+            raise ValueError(f'a LeRobot dataset already exists in {", ".join(map(str, taken))}; choose a new '
+                             f'output_dir (or leave it out: every run gets {DEFAULT_OUTPUT_ROOT}/<timestamp>/)')
+    else:
         arg['output_dir'] = str(new_run_dir(DEFAULT_OUTPUT_ROOT))
     n_env = int(arg['num_env_nodes'])
     if arg['image_obs'] not in ('', 'true', 'false', 'True', 'False'):
@@ -51,14 +56,16 @@ def _nodes(context):
                              episodes=number('episodes'), output_dir=arg['output_dir'], policy=arg['policy'] or None,
                              image_obs=None if not arg['image_obs'] else arg['image_obs'].lower() == 'true',
                              steps=number('steps'), image_storage=arg['image_storage'] or None)
-    from rl_traj_ros.pipelines.launch_support import supervise
-    services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
-                for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]
+    from rl_traj_ros.pipelines.launch_support import run_outputs, supervise
+    env, banner = run_outputs('sim_collect', arg['output_dir'])
+    services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
+                     additional_env=env) for name in ('replay_buffer_writer_node', 'trajectory_collector_node',
+                                                      'policy_node')]
     envs = [Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace=f'env_{rank}',
-                 parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen')
+                 parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen', additional_env=env)
             for rank in range(n_env)]
     # ends with exit 0 once the env nodes are done and everything is stored; 1 if a node fails
-    return services + envs + supervise(envs, services)
+    return banner + services + envs + supervise(envs, services)
 
 
 def generate_launch_description():

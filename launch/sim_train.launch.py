@@ -32,8 +32,8 @@ ARGS = {
 
 def _nodes(context):
     """The CLI's effective parameters (``sim_train.train_params``), one dict per node."""
-    from rl_traj_ros.pipelines.launch_support import supervise
-    from rl_traj_ros.pipelines.sim_train import DEFAULT_OUTPUT_ROOT, train_params
+    from rl_traj_ros.pipelines.launch_support import run_outputs, supervise
+    from rl_traj_ros.pipelines.sim_train import DEFAULT_OUTPUT_ROOT, draw_learning_curve, train_params
     arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
     share = os.path.join(get_package_share_directory('rl_traj_ros'), 'config')
     arg['config'] = arg['config'] or os.path.join(share, 'sim_train_rlpd.yaml' if arg['algo'] == 'rlpd'
@@ -45,18 +45,21 @@ def _nodes(context):
     ranks = int(arg['num_learners'])
     params = train_params(arg['config'], n_env, arg['output_dir'], int(arg['steps']) if arg['steps'] else None,
                           ranks, algo=arg['algo'] or None, demos=arg['demos_dir'] or None)
-    services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen')
-                for name in ('replay_buffer_writer_node', 'trajectory_collector_node', 'policy_node')]
+    # like the CLI: node_logs/, the absolute output directory, learning_curve.png when ros2 launch ends
+    env, banner = run_outputs('sim_train', arg['output_dir'], at_exit=draw_learning_curve)
+    services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
+                     additional_env=env) for name in ('replay_buffer_writer_node', 'trajectory_collector_node',
+                                                      'policy_node')]
     learners = [Node(package='rl_traj_ros', executable='learner_node', name='learner_node',
-                     **({'namespace': f'learner_{k}'} if ranks > 1 else {}),
+                     **({'namespace': f'learner_{k}'} if ranks > 1 else {}), additional_env=env,
                      parameters=[{**params['learner_node'], 'actor_rank': k}], output='screen') for k in range(ranks)]
     envs = [Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace=f'env_{rank}',
-                 parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen')
+                 parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen', additional_env=env)
             for rank in range(n_env)]
     if params['learner_node'].get('algorithm') == 'rlpd':  # trains until stopped: done with the env nodes
-        return services + learners + envs + supervise(envs, services + learners)
+        return banner + services + learners + envs + supervise(envs, services + learners)
     # the job is done when the env nodes and the learners (after their last update) exited 0
-    return services + learners + envs + supervise(envs + learners, services)
+    return banner + services + learners + envs + supervise(envs + learners, services)
 
 
 def generate_launch_description():

@@ -59,3 +59,26 @@ def wait_matched(executor, endpoints, timeout=20.0):
         return all((e.get_subscription_count() if hasattr(e, 'get_subscription_count') else e.get_publisher_count())
                    >= 1 for e in endpoints)
     return spin_until(executor, matched, timeout)
+
+
+def tcp_listener_inode(host: str, port: int):
+    """The socket inode listening on host:port (IPv4), from /proc/net/tcp; None if nothing listens."""
+    want = ''.join(f'{int(b):02X}' for b in reversed(host.split('.'))) + f':{port:04X}'
+    with open('/proc/net/tcp') as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if cols[1] == want and cols[3] == '0A':  # 0A: LISTEN
+                return int(cols[9])
+    return None
+
+
+def owns_socket(pid: int, inode: int) -> bool:
+    """Whether process ``pid`` holds the socket ``inode`` (it is the one listening there)."""
+    fd_dir = f'/proc/{pid}/fd'
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(f'{fd_dir}/{fd}') == f'socket:[{inode}]':
+                return True
+        except OSError:
+            continue
+    return False

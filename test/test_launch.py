@@ -50,10 +50,14 @@ def evaluate(name, **args):
     ctx.launch_configurations.update({k: str(v) for k, v in args.items()})
     out = {}
     from launch_ros.actions import Node
+    evaluate.nodes = []
     for op in (e for e in ld.entities if isinstance(e, OpaqueFunction)):
         for node in op.execute(ctx):
             if not isinstance(node, Node):
                 continue  # event handlers (launch_support.supervise)
+            evaluate.nodes.append(node)
+            if node.node_package != 'rl_traj_ros':
+                continue  # a camera driver: its own parameters
             node._perform_substitutions(ctx)
             params = {}
             for path, is_file in node._Node__expanded_parameter_arguments:
@@ -126,10 +130,21 @@ def test_sim_launch_stores_where_output_dir_says_and_ends_when_done(tmp_path):
     print(f'\nsim_collect.launch.py ended by itself after {took:.0f} s with exit {rc}')
     assert rc == 0, log[-3000:]
     assert '[drain] everything stored' in log
+    assert f'[sim_collect] output: {out.resolve()}' in log  # the absolute directory, as the CLI prints it
     index = json.loads((out / 'replay_buffer' / 'trajectory_index.json').read_text())
     entry = next(iter(index['trajectories'].values()))
     assert entry['identity']['run_id'] and entry['identity']['mode'] == 'rollout'
     assert not (tmp_path / 'outputs').exists()  # nothing went to the YAML's default directory
+    assert list((out / 'node_logs').glob('*.log'))  # each node's log with the run, as the CLI keeps them
+    # a second launch into the same output_dir: refused before any node starts, as the CLI refuses
+    t0 = time.monotonic()
+    rc, log = launch('sim_collect.launch.py', tmp_path, f'output_dir:={out}', 'episodes:=1', timeout=60)
+    assert rc == 1 and 'a LeRobot dataset already exists in' in log, log[-3000:]
+    assert 'process started' not in log and time.monotonic() - t0 < 20, log[-3000:]
+    fresh = tmp_path / 'never_written'
+    rc, log = launch('sim_collect.launch.py', tmp_path, f'output_dir:={fresh}', 'policy:=nonsense', timeout=120)
+    assert rc != 0, log[-3000:]  # a failed launch leaves its nodes' logs, no empty replay_buffer/
+    assert not fresh.exists() or {c.name for c in fresh.iterdir()} == {'node_logs'}, list(fresh.rglob('*'))
 
 
 def test_real_launch_arguments_reach_the_nodes_they_name(tmp_path):
@@ -144,6 +159,18 @@ def test_real_launch_arguments_reach_the_nodes_they_name(tmp_path):
     assert writer['output_dir'] == str(tmp_path / 'demos')
     sm = got[('<node_namespace_unspecified>', 'spacemouse_teleop_node')]
     assert 'hid_udp_port:=27123' in sm['_arguments']
+    assert env['camera_topics'] == ['']  # no camera unless asked for
+    cams = evaluate('real_collect.launch.py', log_dir=tmp_path / 'logs2',
+                    cameras='front=/camera/camera/color/image_raw,wrist=/usb_cam/image_raw/compressed',
+                    camera_driver='realsense2_camera')
+    assert cams[('/env_0', 'franka_env_node')]['camera_topics'] == ['front=/camera/camera/color/image_raw',
+                                                                   'wrist=/usb_cam/image_raw/compressed']
+    driver = [n for n in evaluate.nodes if getattr(n, 'node_package', None) == 'realsense2_camera']
+    assert len(driver) == 1 and driver[0].node_executable == 'realsense2_camera_node'
+    for bad, why in (({'camera_driver': 'webcam9000'}, "camera_driver 'webcam9000'"),
+                     ({'cameras': '/no/name'}, "camera '/no/name': write NAME=TOPIC")):
+        with pytest.raises(ValueError, match=why):
+            evaluate('real_collect.launch.py', log_dir=tmp_path / 'logs3', **bad)
 
 
 def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(tmp_path):
@@ -159,8 +186,9 @@ def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(t
     done = [line for line in log.splitlines() if 'done: ' in line]
     assert all('chunks=0 episodes=0' in line for line in done), done  # not a single chunk executed
     assert not list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))
-    assert not [p for p in (tmp_path / 'logs').iterdir() if p.name != 'latest'], 'an empty run directory was left'
-    assert not (tmp_path / 'logs' / 'latest').exists()
+    # the run directory keeps only the nodes' logs (why it failed), no empty data directories
+    runs = [p for p in (tmp_path / 'logs').iterdir() if p.name != 'latest']
+    assert len(runs) <= 1 and all({c.name for c in r.iterdir()} <= {'node_logs'} for r in runs), runs
 
 
 def test_real_launch_drives_the_lifecycle_and_stores_the_demos(franky_sim, tmp_path):  # noqa: F811
@@ -194,3 +222,6 @@ def test_sim_train_launch_trains_and_ends_by_itself(tmp_path):
     assert '[drain] everything stored' in log
     lines = [json.loads(x) for x in (out / 'metrics.jsonl').read_text().splitlines()]
     assert [m['version'] for m in lines] == [1, 2]
+    # the CLI's outputs: the learning curve and the nodes' logs, the absolute directory printed
+    assert (out / 'learning_curve.png').stat().st_size > 0 and list((out / 'node_logs').glob('*.log'))
+    assert f'[sim_train] output: {out.resolve()}' in log

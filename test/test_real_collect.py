@@ -3,7 +3,6 @@ the franky env's motions, state, gripper and limits; then the whole real_collect
 a scripted operator on a virtual SpaceMouse; a second run appends to the demos."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,27 +15,39 @@ import torch
 pytest.importorskip('franky')
 pytest.importorskip('franky_sim')
 
-from rosutil import ROOT, ros_process, stop_process  # noqa: E402
+from rosutil import ROOT, owns_socket, ros_process, stop_process, tcp_listener_inode  # noqa: E402
 
-HOST = '127.0.0.%d' % (40 + os.getpid() % 100)
+def _free_host() -> str:
+    """A loopback address where nothing listens on TCP 1337 yet: two franky-sims on one address
+    would drive each other's robot (another test run on this machine, another module)."""
+    for k in range(100):
+        host = '127.0.0.%d' % (40 + (os.getpid() + k) % 200)
+        if tcp_listener_inode(host, 1337) is None and tcp_listener_inode(host, 1338) is None:
+            return host
+    raise RuntimeError('no free 127.0.0.N for franky-sim')
 
 
 @pytest.fixture(scope='module')
 def franky_sim():
+    """franky-sim on its own address, verified to be the process answering there."""
+    host = _free_host()
     exe = Path(sys.executable).with_name('franky-sim')
-    p = subprocess.Popen([str(exe), '-s', 'mujoco', '--hostname', HOST], stdout=subprocess.PIPE,
+    p = subprocess.Popen([str(exe), '-s', 'mujoco', '--hostname', host], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection((HOST, 1337), timeout=0.5).close()
+    while time.time() < deadline and p.poll() is None:
+        inode = tcp_listener_inode(host, 1337)
+        if inode is not None:
+            if not owns_socket(p.pid, inode):
+                stop_process(p)
+                pytest.fail(f'another process listens on {host}:1337, not the franky-sim this test started')
             break
-        except OSError:
-            time.sleep(0.2)
+        time.sleep(0.2)
     else:
+        out = p.stdout.read() if p.poll() is not None else ''
         stop_process(p)
-        pytest.fail('franky-sim did not start')
-    yield HOST
+        pytest.fail(f'franky-sim did not start on {host}: {out[-2000:]}')
+    yield host
     stop_process(p)
 
 
@@ -74,14 +85,23 @@ def _demo_ids(demos):
     return json.loads((demos / 'trajectory_index.json').read_text())['trajectory_ids']
 
 
-def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_path):
+def test_real_collect_with_scripted_spacemouse_operator_and_cameras_appends(franky_sim, tmp_path):
+    """The README's real_collect with two camera driver topics (the stand-in: a raw rgb8 one and a
+    JPEG one): demos with main_images and extra_view_images whose pixels are the stamped frames,
+    a LeRobot dataset with both cameras as video, robot_type fr3, the interventions flagged."""
+    import camera_standin as standin
     port = 27000 + os.getpid() % 1000
     demos = tmp_path / 'demos'
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--robot-ip', franky_sim,
            '--episodes', '1', '--log-dir', str(tmp_path / 'logs'), '--demos-dir', str(demos),
-           '--hid-udp-port', str(port), '--quiet']
+           '--hid-udp-port', str(port), '--camera', 'front=/rc_cam/front/image_raw',
+           '--camera', 'wrist=/rc_cam/wrist/image_raw/compressed', '--quiet']
+    cams = ['test/camera_standin.py', '--width', '320', '--height', '240']
     # the operator drives to config/real_collect.yaml's target_ee_pose
-    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
+    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']), \
+            ros_process([*cams, '--topic', '/rc_cam/front/image_raw'], ready_line='[camera_standin]'), \
+            ros_process([*cams, '--topic', '/rc_cam/wrist/image_raw/compressed', '--rate', '15'],
+                        ready_line='[camera_standin]'):
         for run in (1, 2):
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
             assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -96,21 +116,42 @@ def test_real_collect_with_scripted_spacemouse_operator_appends(franky_sim, tmp_
         check_rows(d, 'real_collect demos')
         t = d['actions'].shape[0]
         assert {k: tuple(d[k].shape) for k in ('curr_obs/states', 'next_obs/states', 'actions', 'rewards', 'dones',
-                                               'terminations', 'truncations')} == {
+                                               'terminations', 'truncations', 'curr_obs/main_images',
+                                               'next_obs/main_images', 'curr_obs/extra_view_images')} == {
             'curr_obs/states': (t, 21), 'next_obs/states': (t, 21), 'actions': (t, 7), 'rewards': (t, 1),
-            'dones': (t, 1), 'terminations': (t, 1), 'truncations': (t, 1)}
+            'dones': (t, 1), 'terminations': (t, 1), 'truncations': (t, 1), 'curr_obs/main_images': (t, 128, 128, 3),
+            'next_obs/main_images': (t, 128, 128, 3), 'curr_obs/extra_view_images': (t, 1, 128, 128, 3)}
+        assert d['curr_obs/main_images'].dtype == torch.uint8
         assert torch.equal(d['curr_obs/states'][1:], d['next_obs/states'][:-1]) and bool(d['terminations'][-1].all())
+        assert torch.equal(d['curr_obs/main_images'][1:], d['next_obs/main_images'][:-1])
+        # the pixels are the driver's frames: each step took a newer frame, about control_dt (0.1 s) apart
+        for key in ('curr_obs/main_images', 'curr_obs/extra_view_images'):
+            imgs = d[key].numpy().reshape(t, -1, 128, 128, 3)[:, 0]
+            stamps = np.array([standin.decode(im)['stamp_s'] for im in imgs])
+            assert all(standin.decode(im)['rgb_order'] for im in imgs)
+            steps = np.diff(stamps)
+            assert (steps > 0).all() and 0.05 < float(np.median(steps)) < 0.5, (key, steps)
     runs = sorted(p for p in (tmp_path / 'logs').iterdir() if not p.is_symlink())
     assert len(runs) == 2 and (tmp_path / 'logs' / 'latest').resolve() == runs[-1].resolve()
+    import pyarrow.parquet as pq
     for r in runs:
-        info = json.loads((r / 'collected_data' / 'env_0' / 'meta' / 'info.json').read_text())
-        assert info['total_episodes'] == 1 and info['codebase_version'] == 'v3.0'
+        root = r / 'collected_data' / 'env_0'
+        info = json.loads((root / 'meta' / 'info.json').read_text())
+        assert info['total_episodes'] == 1 and info['codebase_version'] == 'v3.0' and info['robot_type'] == 'fr3'
         # LeRobot naming, with franky's joint names and the TCP fields named
         from rl_traj_ros.envs.franky_env import ACTION_NAMES, STATE_NAMES
         feats = info['features']
         assert feats['observation.state']['names'] == STATE_NAMES and 'fr3_joint7.pos' in STATE_NAMES
         assert feats['action']['names'] == ACTION_NAMES and STATE_NAMES[:3] == ['tcp.x', 'tcp.y', 'tcp.z']
         assert {'next.reward', 'next.done', 'next.success'} <= set(feats)
+        for cam in ('front', 'wrist'):  # both cameras, as video (the default), main camera first
+            assert feats[f'observation.images.{cam}']['dtype'] == 'video'
+            assert feats[f'observation.images.{cam}']['shape'] == [128, 128, 3]
+            assert list((root / 'videos' / f'observation.images.{cam}').rglob('*.mp4'))
+        assert [k for k in feats if k.startswith('observation.images.')] == ['observation.images.front',
+                                                                            'observation.images.wrist']
+        rows = pq.read_table(root / 'data' / 'chunk-000' / 'file-000.parquet').to_pylist()
+        assert rows and all(row['complementary_info.is_intervention'] == 1.0 for row in rows)
 
 
 def test_real_collect_config_maps_spec_keys(tmp_path):

@@ -136,7 +136,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
         if stop.requested:
             node.get_logger().info(f'{stop.name()}: stopping')
     except Exception as e:  # noqa: BLE001 - report, flush, exit non-zero
-        print(f'[{getattr(node, "get_name", lambda: "node")()}] fatal: {e}', file=sys.stderr, flush=True)
+        name = node.get_name() if node is not None else getattr(factory, '__name__', 'node')
+        print(f'[{name}] fatal: {e}', file=sys.stderr, flush=True)
         rc = 1
     finally:
         if node is not None:

@@ -11,10 +11,12 @@ when a required node dies.
 """
 from __future__ import annotations
 
+import atexit
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Callable, Optional, Sequence
 
-from launch.actions import ExecuteProcess, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.actions import ExecuteProcess, LogInfo, OpaqueFunction, RegisterEventHandler, Shutdown
 from launch.event_handlers import OnProcessExit
 
 
@@ -68,3 +70,32 @@ def supervise(env_nodes: Sequence, required: Sequence, drain_timeout_s: float = 
     handlers += [RegisterEventHandler(OnProcessExit(target_action=n, on_exit=on_required_exit)) for n in required]
     handlers.append(RegisterEventHandler(OnProcessExit(target_action=drain, on_exit=on_drain_exit)))
     return handlers
+
+
+def run_outputs(pipeline: str, out: str | Path, at_exit: Optional[Callable[[Path], None]] = None) -> tuple[dict, list]:
+    """What a launch does around its output directory, as the CLI does: every node's ROS log
+    under ``<out>/node_logs/`` (the nodes' ``additional_env``), the absolute directory printed
+    first, and at the end of ``ros2 launch`` the run's closing work (``at_exit``, e.g. the
+    learning curve), then a run directory that recorded nothing removed."""
+    from .run_dir import discard_if_empty
+    out = Path(out).resolve()
+    existed = out.exists() and any(out.iterdir())
+
+    def finish() -> None:
+        if at_exit is not None and out.is_dir():
+            try:
+                at_exit(out)
+            except Exception as e:  # noqa: BLE001 - the run's data is there; only the extra is missing
+                print(f'[{pipeline}] {e}', file=sys.stderr)
+        if not existed:
+            _discard_empty_tree(out)
+            discard_if_empty(out)
+    atexit.register(finish)
+    return {'ROS_LOG_DIR': str(out / 'node_logs')}, [LogInfo(msg=f'[{pipeline}] output: {out}')]
+
+
+def _discard_empty_tree(out: Path) -> None:
+    """Directories the nodes created but never wrote into (a launch that failed at once)."""
+    for d in sorted((p for p in out.rglob('*') if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()

@@ -216,7 +216,7 @@ def main(args) -> int:
     params = apply_overrides(load_params(args.config), args.num_env_nodes, args.num_envs, args.episodes,
                              str(out), args.policy, args.image_obs, args.steps,
                              image_storage=args.image_storage)
-    print(f'[sim_collect] output: {out}', flush=True)
+    print(f'[sim_collect] output: {out.resolve()}', flush=True)
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))
     else:

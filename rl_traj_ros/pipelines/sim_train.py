@@ -145,9 +145,16 @@ def _print_eval(res: dict, out: Path) -> None:
           f"return {res['mean_return']:.3f}, length {res['mean_length']:.1f}; {out / 'eval.json'}")
 
 
+def draw_learning_curve(out: Path) -> None:
+    """``<out>/learning_curve.png`` from ``metrics.jsonl`` (the CLI at its end, the launch at exit)."""
+    if read_metrics(out):
+        from ..viz.learning_curve import learning_curve
+        learning_curve(out, out / 'learning_curve.png')
+
+
 def main(args) -> int:
     from .run_dir import new_run_dir
-    out = Path(args.output_dir) if args.output_dir else new_run_dir(DEFAULT_OUTPUT_ROOT)
+    out = (Path(args.output_dir) if args.output_dir else new_run_dir(DEFAULT_OUTPUT_ROOT)).resolve()
     try:
         params = train_params(args.config, args.num_env_nodes, str(out), args.steps, args.num_learners,
                               warm_start=args.warm_start, algo=args.algo, demos=args.demos_dir)
@@ -169,8 +176,7 @@ def main(args) -> int:
     for m in metrics:
         print(f"[sim_train] step {m['step']} -> v{m['version']:.0f}: {summary(m)}")
     if metrics:
-        from ..viz.learning_curve import learning_curve
-        learning_curve(out, out / 'learning_curve.png')
+        draw_learning_curve(out)
     print(f"[sim_train] {len(metrics)} updates; replay buffer: {out / 'replay_buffer'}; metrics: "
           f"{out / 'metrics.jsonl'}, TensorBoard: {out / 'tensorboard'}, curve: {out / 'learning_curve.png'}")
     if bad or r.get('failed'):

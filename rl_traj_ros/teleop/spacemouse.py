@@ -98,7 +98,14 @@ def open_device(replay: Optional[ReplayHID] = None, device_name: str = 'SpaceMou
     import pyspacemouse
     from pyspacemouse import AxisConvention, SpaceMouseDevice, apply_axis_convention, get_device_specs
     if replay is None:
-        return pyspacemouse.open(nonblocking=True, axis_convention=AxisConvention.HID_Z_UP)
+        try:
+            dev = pyspacemouse.open(nonblocking=True, axis_convention=AxisConvention.HID_Z_UP)
+        except Exception as e:  # noqa: BLE001 - pyspacemouse's messages do not say what to check
+            raise RuntimeError(f'no SpaceMouse: {e} (is it plugged in, and /dev/hidraw* readable? hid_udp_port > 0 '
+                               'takes raw reports from UDP instead)') from e
+        if not dev:
+            raise RuntimeError('no SpaceMouse found (is it plugged in, and /dev/hidraw* readable?)')
+        return dev
     info = apply_axis_convention(get_device_specs()[device_name], AxisConvention.HID_Z_UP)
     dev = SpaceMouseDevice(info=info, device=replay)
     dev.open()
