@@ -13,15 +13,10 @@ import os
 import yaml
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
-from launch.events import matches_action
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode, Node
-from launch_ros.event_handlers import OnStateTransition
-from launch_ros.events.lifecycle import ChangeState
-from lifecycle_msgs.msg import Transition
 
-from rl_traj_ros.pipelines.launch_support import run_outputs, supervise
+from rl_traj_ros.pipelines.launch_support import real_robot_nodes, run_outputs
 from rl_traj_ros.pipelines.real_collect import apply_overrides, check_config, node_params
 from rl_traj_ros.pipelines.run_dir import new_run_dir
 
@@ -40,8 +35,6 @@ ARGS = {
                     "CompressedImage); replaces the YAML's cameras"),
     'camera_driver': ('', 'also start this driver: realsense2_camera | usb_cam | v4l2_camera | PKG/EXECUTABLE'),
 }
-EXECUTABLES = {'franka_env_node': 'env_0', 'policy_node': None, 'trajectory_collector_node': None,
-               'replay_buffer_writer_node': None}
 
 
 def _nodes(context):
@@ -55,30 +48,9 @@ def _nodes(context):
     # node_logs/, the absolute run directory; when `ros2 launch` exits a run that recorded nothing is removed
     env_vars, banner = run_outputs('real_collect', run_dir)
     params, extra = node_params(cfg, run_dir)
-    nodes = {name: Node(package='rl_traj_ros', executable=name, name=name, namespace=ns, parameters=[params[name]],
-                        output='screen', additional_env=env_vars)
-             for name, ns in EXECUTABLES.items() if name != 'franka_env_node'}
-    teleops = []  # the teleop device and, when asked for, the camera driver: required nodes
-    for module, ros_args in extra.values():
-        package, executable = module.split('/', 1) if '/' in module else ('rl_traj_ros', module)
-        teleops.append(Node(package=package, executable=executable, output='screen', additional_env=env_vars,
-                            arguments=['--ros-args', *ros_args], **({'name': module} if '/' not in module else {})))
-    # the robot's node is managed: configure (connect to the robot) then activate (motion
-    # enabled); an unreachable robot fails configure and the node exits 1, nothing moved
-    env = LifecycleNode(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node',
-                        namespace=EXECUTABLES['franka_env_node'],
-                        parameters=[{**params['franka_env_node'], 'autostart': False}], output='screen',
-                        additional_env=env_vars)
-    lifecycle = [
-        RegisterEventHandler(OnStateTransition(target_lifecycle_node=env, goal_state='inactive', entities=[
-            EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
-                                        transition_id=Transition.TRANSITION_ACTIVATE))])),
-        EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
-                                    transition_id=Transition.TRANSITION_CONFIGURE)),
-    ]
-    # exit 0 once the demos are stored; exit 1 when the teleop device, the robot or a node fails
-    # (the env node itself never moves the robot without a teleop device: require_teleop)
-    return [*banner, *nodes.values(), *teleops, env, *lifecycle, *supervise([env], [*nodes.values(), *teleops])]
+    # exit 0 once the demos are stored; exit 1 when the teleop device, a camera, the robot or a node
+    # fails (the env node itself never moves the robot without a teleop device: require_teleop)
+    return [*banner, *real_robot_nodes(params, extra, env_vars)]
 
 
 def generate_launch_description():

@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument('--envs', type=int, default=8)
     smoke.add_argument('--image-size', type=int, default=128)
     run = sub.add_parser('run', help='run a pipeline without launch (same nodes, same YAML)')
-    run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'sim_eval', 'real_collect'])
+    run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'sim_eval', 'real_collect', 'real_train'])
     run.add_argument('--config', default=None, help='params YAML (default: config/sim_collect.yaml)')
     run.add_argument('--num-env-nodes', type=int, default=1)
     run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         from .pipelines import real_collect
         args.config = args.config or str(real_collect.DEFAULT_CONFIG)
         return real_collect.main(args)
+    if args.command == 'run' and args.pipeline == 'real_train':
+        from .pipelines import real_train
+        args.config = args.config or str(real_train.DEFAULT_CONFIG)
+        return real_train.main(args)
     if args.command == 'run':
         from .pipelines import sim_collect
         args.config = args.config or str(sim_collect.DEFAULT_CONFIG)

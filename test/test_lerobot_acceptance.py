@@ -9,9 +9,9 @@ is not part of the default suite. README: `RL_TRAJ_ROS_LEROBOT=1 bash tools/test
   delta_timestamps action chunks, the video run compared frame by frame with the PNG run of the
   same seeds, stock `lerobot-train` ACT on CPU with its loss falling, `lerobot-dataset-viz --save`
   logging the cameras, state, action and next.* plots;
-- the real-robot path (real_collect against franky-sim, scripted SpaceMouse): its dataset loads
-  with action chunks and visualizes (it records no camera, so ACT, which needs an image or an
-  environment state, has nothing to train on there).
+- the real-robot path (real_collect against franky-sim, scripted SpaceMouse, two camera stand-ins):
+  its dataset loads with action chunks, and the README's LeRobot block, run as written, trains ACT
+  and diffusion on it (loss falling) and visualizes both cameras.
 """
 import os
 import re
@@ -136,14 +136,44 @@ def test_stock_lerobot_trains_on_the_sim_pipelines_dataset(sim_datasets, lerobot
     assert SIM_ENTITIES <= viz_entities(lerobot_bin, ds, tmp_path)
 
 
-def test_real_collect_dataset_loads_and_visualizes_in_lerobot(franky_sim, lerobot_bin, tmp_path):  # noqa: F811
+def readme_lerobot_block() -> str:
+    readme = (ROOT / 'README.md').read_text()
+    after = readme.split('<!-- lerobot-commands:', 1)[1]
+    block = after.split('```bash\n', 1)[1].split('```', 1)[0]
+    return '\n'.join(line[2:] if line.startswith('  ') else line for line in block.splitlines())
+
+
+def test_real_collect_with_cameras_trains_act_and_diffusion_as_the_readme_says(franky_sim, lerobot_bin,  # noqa: F811
+                                                                              tmp_path):
+    """real_collect with two camera stand-ins (raw rgb8, JPEG): the dataset loads with action
+    chunks; the README's LeRobot block, run as written, trains ACT and diffusion (loss falling)
+    and lerobot-dataset-viz logs both cameras."""
     port = 28000 + os.getpid() % 1000
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--robot-ip', franky_sim,
-           '--episodes', '2', '--log-dir', str(tmp_path / 'logs'), '--hid-udp-port', str(port), '--quiet']
-    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
+           '--episodes', '2', '--log-dir', str(tmp_path / 'logs'), '--hid-udp-port', str(port),
+           '--camera', 'front=/acc_cam/front/image_raw', '--camera', 'wrist=/acc_cam/wrist/image_raw/compressed',
+           '--quiet']
+    cams = ['test/camera_standin.py', '--width', '320', '--height', '240']
+    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']), \
+            ros_process([*cams, '--topic', '/acc_cam/front/image_raw'], ready_line='[camera_standin]'), \
+            ros_process([*cams, '--topic', '/acc_cam/wrist/image_raw/compressed'], ready_line='[camera_standin]'):
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     ds = tmp_path / 'logs' / 'latest' / 'collected_data' / 'env_0'
     line = accept(lerobot_bin, ds, tmp_path, '--chunk', '4')
     print(f'[real_collect] {line}', file=sys.stderr)
-    assert {'/action', '/state', '/next.done', '/next.success'} <= viz_entities(lerobot_bin, ds, tmp_path)
+    env = {**os.environ, 'DATASET': str(ds), 'STEPS': '6', 'OUT': str(tmp_path / 'out'), 'HF_HOME': str(tmp_path / 'hf'),
+           'WANDB_MODE': 'disabled', 'PYTHONPATH': ''}
+    env.pop('_ROS_WHEELS_BOOTSTRAP_COMPLETE', None)
+    block = readme_lerobot_block()
+    r = subprocess.run(['bash', '-euo', 'pipefail', '-c', block], cwd=ROOT, capture_output=True, text=True, env=env,
+                       timeout=1200)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    losses = [float(x) for x in re.findall(r'step:\d+ \S+ \S+ \S+ loss:([0-9.]+)', r.stdout + r.stderr)]
+    print(f'[real_collect] README block: ACT then diffusion losses per step: {losses}', file=sys.stderr)
+    assert len(losses) == 12 and losses[5] < losses[0] and losses[11] < losses[6], losses
+    rrd = next((tmp_path / 'out' / 'viz').glob('*.rrd'))
+    printed = subprocess.run([str(lerobot_bin / 'rerun'), 'rrd', 'print', str(rrd)], capture_output=True, text=True,
+                             check=True).stdout
+    assert {'/observation.images.front', '/observation.images.wrist', '/action', '/state'} <= set(
+        re.findall(r'(/(?:action|state|observation\.images\.[a-z]+))\b', printed))

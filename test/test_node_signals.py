@@ -7,8 +7,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from rosutil import ROOT
 
 

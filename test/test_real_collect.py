@@ -85,11 +85,11 @@ def _demo_ids(demos):
     return json.loads((demos / 'trajectory_index.json').read_text())['trajectory_ids']
 
 
-def test_real_collect_with_scripted_spacemouse_operator_and_cameras_appends(franky_sim, tmp_path):
-    """The README's real_collect with two camera driver topics (the stand-in: a raw rgb8 one and a
-    JPEG one): demos with main_images and extra_view_images whose pixels are the stamped frames,
-    a LeRobot dataset with both cameras as video, robot_type fr3, the interventions flagged."""
-    import camera_standin as standin
+@pytest.fixture(scope='module')
+def collected(franky_sim, tmp_path_factory):
+    """The README's real_collect, twice into one demos directory, with two camera driver topics
+    (the stand-in: a raw rgb8 one and a JPEG one) and the scripted SpaceMouse operator."""
+    tmp_path = tmp_path_factory.mktemp('real_collect')
     port = 27000 + os.getpid() % 1000
     demos = tmp_path / 'demos'
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--robot-ip', franky_sim,
@@ -102,10 +102,21 @@ def test_real_collect_with_scripted_spacemouse_operator_and_cameras_appends(fran
             ros_process([*cams, '--topic', '/rc_cam/front/image_raw'], ready_line='[camera_standin]'), \
             ros_process([*cams, '--topic', '/rc_cam/wrist/image_raw/compressed', '--rate', '15'],
                         ready_line='[camera_standin]'):
+        counts = []
         for run in (1, 2):
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
             assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-            assert len(_demo_ids(demos)) == run  # a second run appends, never overwrites
+            counts.append(len(_demo_ids(demos)))
+    return tmp_path, counts
+
+
+def test_real_collect_with_scripted_spacemouse_operator_and_cameras_appends(collected):
+    """Demos with main_images and extra_view_images whose pixels are the stamped frames, a
+    LeRobot dataset with both cameras as video, robot_type fr3, the interventions flagged."""
+    import camera_standin as standin
+    tmp_path, counts = collected
+    demos = tmp_path / 'demos'
+    assert counts == [1, 2]  # a second run appends, never overwrites
     from rl_traj_ros.storage.files import load_trajectory
     for tid in _demo_ids(demos):
         d = load_trajectory(demos / f'trajectory_{tid:08d}.pt', 'pt')
@@ -152,6 +163,33 @@ def test_real_collect_with_scripted_spacemouse_operator_and_cameras_appends(fran
                                                                             'observation.images.wrist']
         rows = pq.read_table(root / 'data' / 'chunk-000' / 'file-000.parquet').to_pylist()
         assert rows and all(row['complementary_info.is_intervention'] == 1.0 for row in rows)
+
+
+def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_sim, collected, tmp_path):
+    """`run real_train` against franky-sim from real_collect's demos, the scripted SpaceMouse
+    operator in the loop: the policy answers once the learner announced itself; the learner trains
+    RLPD on demos + online rows and sends versions back; every stored row carries the version
+    that produced it and the intervention flags; the run stops by itself after its steps."""
+    port = 27500 + os.getpid() % 400
+    demos = collected[0] / 'demos'
+    out = tmp_path / 'logs'
+    cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_train', '--robot-ip', franky_sim,
+           '--demos-dir', str(demos), '--log-dir', str(out), '--hid-udp-port', str(port), '--steps', '6', '--quiet']
+    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run = (out / 'latest').resolve()
+    metrics = [json.loads(x) for x in (run / 'metrics.jsonl').read_text().splitlines()]
+    assert metrics and metrics[-1]['version'] >= 1 and metrics[-1]['demo_rows'] > 0, metrics[-1:]
+    from rl_traj_ros.storage.files import load_trajectory
+    ids = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())['trajectory_ids']
+    rows = [load_trajectory(run / 'replay_buffer' / f'trajectory_{i:08d}.pt', 'pt') for i in ids]
+    versions = torch.cat([d['versions'].reshape(-1) for d in rows])
+    flags = torch.cat([d['intervene_flags'].reshape(-1) for d in rows])
+    assert len(versions) == 6 * 10  # 6 steps of 10 control steps, every one stored once
+    assert int(versions.max()) >= 1  # the learner's new weights acted on the robot during the run
+    assert bool(flags.any())  # the operator's interventions are in the online data, flagged
+    assert (run / 'learner' / 'learner_checkpoint.pt').exists() and (run / 'learning_curve.png').exists()
 
 
 def test_real_collect_config_maps_spec_keys(tmp_path):

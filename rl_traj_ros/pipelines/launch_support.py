@@ -99,3 +99,35 @@ def _discard_empty_tree(out: Path) -> None:
     for d in sorted((p for p in out.rglob('*') if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
         if not any(d.iterdir()):
             d.rmdir()
+
+
+def real_robot_nodes(params: dict, extra: dict, env_vars: dict) -> list:
+    """The real-robot launch (real_collect, real_train): this package's nodes with their
+    parameter dicts, the extra processes (teleop device, camera driver: required), and the env
+    node as a managed LifecycleNode driven configure (connect to the robot and cameras) ->
+    activate (motion). An unreachable robot or silent camera fails configure and the node exits
+    1, nothing moved; exit 0 once the env node is done and everything is stored."""
+    from launch.actions import EmitEvent
+    from launch.events import matches_action
+    from launch_ros.actions import LifecycleNode, Node
+    from launch_ros.event_handlers import OnStateTransition
+    from launch_ros.events.lifecycle import ChangeState
+    from lifecycle_msgs.msg import Transition
+    nodes = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
+                  additional_env=env_vars) for name in params if name != 'franka_env_node']
+    required = []
+    for module, ros_args in (v for k, v in extra.items() if v[0] not in params):
+        package, executable = module.split('/', 1) if '/' in module else ('rl_traj_ros', module)
+        required.append(Node(package=package, executable=executable, output='screen', additional_env=env_vars,
+                             arguments=['--ros-args', *ros_args], **({'name': module} if '/' not in module else {})))
+    env = LifecycleNode(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node',
+                        namespace='env_0', parameters=[{**params['franka_env_node'], 'autostart': False}],
+                        output='screen', additional_env=env_vars)
+    lifecycle = [
+        RegisterEventHandler(OnStateTransition(target_lifecycle_node=env, goal_state='inactive', entities=[
+            EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
+                                        transition_id=Transition.TRANSITION_ACTIVATE))])),
+        EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
+                                    transition_id=Transition.TRANSITION_CONFIGURE)),
+    ]
+    return [*nodes, *required, env, *lifecycle, *supervise([env], [*nodes, *required])]

@@ -64,6 +64,24 @@ def resume_point(output_dir: str | Path) -> tuple[int, int]:
     return 0, 0
 
 
+def learner_params(p: dict, learner: dict, output_dir: str | Path, num_env_nodes: int = 1, num_learners: int = 1,
+                   done_updates: int = 0) -> dict:
+    """The learner node's parameters beside the pipeline's (``p``): the env's shape, where the run's
+    outputs go, the writer's buffer to catch up from, the collector's run and return settings."""
+    env, col = p['franka_env_node'], p['trajectory_collector_node']
+    return {**learner, **{k: env[k] for k in ENV_SHAPE if k in env}, 'num_env_nodes': num_env_nodes,
+            # PPO: one update per step, then the learner is done; RLPD trains until stopped
+            'num_updates': done_updates + env['num_steps'] if env.get('num_steps') and
+            learner.get('algorithm', 'ppo') == 'ppo' else 0,
+            'metrics_dir': str(output_dir),
+            'weights_dir': str(Path(output_dir) / 'weights'),
+            'checkpoint_dir': str(Path(output_dir) / 'learner'),
+            'tensorboard_dir': str(Path(output_dir) / 'tensorboard'),
+            'replay_buffer_dir': p['replay_buffer_writer_node']['output_dir'],
+            'run_id': col['run_id'], 'num_actors': num_learners,
+            **{k: resolve(COLLECTOR_NODE, col)[k] for k in ('gamma', 'gae_lambda', 'auto_reset')}}
+
+
 def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps: Optional[int] = None,
                  num_learners: int = 1, run_id: Optional[str] = None, warm_start: Optional[str] = None,
                  algo: Optional[str] = None, demos: Optional[str] = None) -> dict:
@@ -82,23 +100,13 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
         raise ValueError(f"algorithm rlpd trains the 'sac' actor: set the policy node's policy to sac in {config} "
                          '(config/sim_train_rlpd.yaml does)')
     p = sc.apply_overrides(raw, num_env_nodes, output_dir=output_dir, steps=steps, run_id=run_id)
-    env, col = p['franka_env_node'], p['trajectory_collector_node']
+    col = p['trajectory_collector_node']
     first_step, done_updates = resume_point(output_dir)
-    env['start_step'] = first_step
+    p['franka_env_node']['start_step'] = first_step
     if num_learners > 1:
         col.update(mode='pipeline', num_actors=num_learners)
         learner['dist_init'] = f'tcp://127.0.0.1:{_free_port()}'
-    p['learner_node'] = {**learner, **{k: env[k] for k in ENV_SHAPE if k in env}, 'num_env_nodes': num_env_nodes,
-                         # PPO: one update per step, then the learner is done; RLPD trains until stopped
-                         'num_updates': done_updates + env['num_steps'] if env.get('num_steps') and
-                         learner.get('algorithm', 'ppo') == 'ppo' else 0,
-                         'metrics_dir': output_dir,
-                         'weights_dir': str(Path(output_dir) / 'weights'),
-                         'checkpoint_dir': str(Path(output_dir) / 'learner'),
-                         'tensorboard_dir': str(Path(output_dir) / 'tensorboard'),
-                         'replay_buffer_dir': p['replay_buffer_writer_node']['output_dir'],
-                         'run_id': col['run_id'], 'num_actors': num_learners,
-                         **{k: resolve(COLLECTOR_NODE, col)[k] for k in ('gamma', 'gae_lambda', 'auto_reset')}}
+    p['learner_node'] = learner_params(p, learner, output_dir, num_env_nodes, num_learners, done_updates)
     if warm_start:
         p['learner_node']['warm_start_dataset'] = str(warm_start)
     return p
