@@ -173,6 +173,24 @@ def test_real_launch_arguments_reach_the_nodes_they_name(tmp_path):
             evaluate('real_collect.launch.py', log_dir=tmp_path / 'logs3', **bad)
 
 
+def test_real_train_launch_arguments_reach_the_nodes_they_name(tmp_path):
+    demos = tmp_path / 'demos'
+    demos.mkdir()
+    (demos / 'trajectory_index.json').write_text('{}')
+    got = evaluate('real_train.launch.py', robot_ip='127.0.0.9', demos_dir=demos, steps=7, log_dir=tmp_path / 'logs',
+                   hid_udp_port=27124, cameras='front=/image_raw')
+    root = '<node_namespace_unspecified>'
+    env, learner, policy = got[('/env_0', 'franka_env_node')], got[(root, 'learner_node')], got[(root, 'policy_node')]
+    assert env['robot_ip'] == '127.0.0.9' and env['num_steps'] == 7 and env['require_teleop']
+    assert not env['teleop_only'] and env['autostart'] is False and env['camera_topics'] == ['front=/image_raw']
+    assert learner['algorithm'] == 'rlpd' and learner['demos_dir'] == str(demos.resolve())
+    assert learner['replay_buffer_dir'] == got[(root, 'replay_buffer_writer_node')]['output_dir']
+    assert policy['policy'] == 'sac' and policy['max_version_lag'] > 1000  # waits for the learner's first weights
+    assert 'hid_udp_port:=27124' in got[(root, 'spacemouse_teleop_node')]['_arguments']
+    with pytest.raises(ValueError, match='demos_dir is required'):
+        evaluate('real_train.launch.py', log_dir=tmp_path / 'logs2')
+
+
 def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(tmp_path):
     """teleop:=gello without a Dynamixel: the GELLO node dies; the launch must end non-zero with
     the reason, and the env node must not have moved the robot (robot unreachable here too:
