@@ -11,7 +11,9 @@ import pytest
 if 'RL_TRAJ_ROS_TEST_DOMAIN' not in os.environ:
     os.environ['RL_TRAJ_ROS_TEST_DOMAIN'] = str(random.Random(os.getpid() ^ int.from_bytes(os.urandom(4), 'little'))
                                                 .randint(10, 200))
-os.environ['ROS_DOMAIN_ID'] = os.environ['RL_TRAJ_ROS_TEST_DOMAIN']
+# xdist workers inherit the controller's domain: each takes its own next to it (gw0 +0, gw1 +1, ...)
+_worker = os.environ.get('PYTEST_XDIST_WORKER', 'gw0')
+os.environ['ROS_DOMAIN_ID'] = str(int(os.environ['RL_TRAJ_ROS_TEST_DOMAIN']) + int(_worker[2:] or 0))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 os.environ.setdefault('MUJOCO_GL', 'egl')
 
