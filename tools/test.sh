@@ -12,5 +12,8 @@ fi
 # shellcheck source=/dev/null
 . "$ROOT/env.sh"
 cd "$ROOT"
-# pytest's own exit code: 5 (no tests collected) fails like any other failure.
-exec python -m pytest test/ -q -p no:cacheprovider --timeout=300 "$@"
+# pytest's own exit code: 5 (no tests collected) fails like any other failure. Two workers, a test
+# file per worker (module fixtures such as franky-sim run once), each worker in its own DDS domain
+# (test/conftest.py): most tests wait on DDS, simulated robots and control rates, not on the CPU.
+exec python -m pytest test/ -q -p no:cacheprovider --timeout=300 -n "${RL_TRAJ_ROS_TEST_WORKERS:-2}" \
+  --dist loadfile "$@"

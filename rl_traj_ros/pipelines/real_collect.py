@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import yaml
 
@@ -160,23 +160,37 @@ def apply_overrides(cfg: dict, robot_ip: Optional[str] = None, demos_dir: Option
     return cfg
 
 
-def main(args) -> int:
-    try:  # everything the command line or the config gets wrong is refused before anything starts
-        cfg = check_config(apply_overrides(load_config(args.config), args.robot_ip, args.demos_dir, args.log_dir,
-                                           episodes=args.episodes, hid_udp_port=args.hid_udp_port,
-                                           image_storage=args.image_storage, cameras=args.camera,
-                                           camera_driver=args.camera_driver))
+def checked(pipeline: str, build: Callable[[], dict]) -> Optional[dict]:
+    """The run's config, or None once the reason is printed: everything the command line or the
+    config gets wrong (a camera driver that is not installed too) is refused before anything starts."""
+    try:
+        cfg = build()
         driver = camera_driver(cfg)
         if driver:
             from .ros_run import installed_executable
             installed_executable(*driver.split('/', 1))
+        return cfg
     except (ValueError, FileNotFoundError) as e:
-        print(f'[real_collect] refused: {e}', file=sys.stderr)
-        return 2
+        print(f'[{pipeline}] refused: {e}', file=sys.stderr)
+        return None
+
+
+def run_nodes(pipeline: str, cfg: dict, make_params: Callable, quiet: bool) -> tuple[Path, dict, dict]:
+    """A fresh run directory (printed, absolute), then the nodes until the env node is done."""
     run_dir = new_run_dir(cfg.get('log_dir', 'logs')).resolve()
-    params, teleop = node_params(cfg, run_dir)
-    print(f'[real_collect] output: {run_dir}', flush=True)
-    r = sc.run_ros(params, 1, str(run_dir), extra_nodes=teleop, quiet=args.quiet)
+    params, extra = make_params(cfg, run_dir)
+    print(f'[{pipeline}] output: {run_dir}', flush=True)
+    return run_dir, params, sc.run_ros(params, 1, str(run_dir), extra_nodes=extra, quiet=quiet)
+
+
+def main(args) -> int:
+    cfg = checked('real_collect', lambda: check_config(apply_overrides(
+        load_config(args.config), args.robot_ip, args.demos_dir, args.log_dir, episodes=args.episodes,
+        hid_udp_port=args.hid_udp_port, image_storage=args.image_storage, cameras=args.camera,
+        camera_driver=args.camera_driver)))
+    if cfg is None:
+        return 2
+    run_dir, params, r = run_nodes('real_collect', cfg, node_params, args.quiet)
     print(f"\n[real_collect] {r['episodes']} episodes, {r['successes']} successful; demos: "
           f"{params['replay_buffer_writer_node']['output_dir']}")
     if params['franka_env_node']['collect_episodes']:

@@ -12,7 +12,6 @@ camera or teleop device ends the run before any motion.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import yaml
@@ -20,8 +19,6 @@ import yaml
 from ..data.identity import new_run_id
 from ..params.paths import config_path
 from . import real_collect as rc
-from . import sim_collect as sc
-from .run_dir import new_run_dir
 
 DEFAULT_CONFIG = config_path('real_train.yaml')
 CHUNKS_PER_STEP = 10
@@ -69,20 +66,16 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
 
 
 def main(args) -> int:
-    try:
+    def build() -> dict:
         cfg = rc.apply_overrides(load_config(args.config), args.robot_ip, args.demos_dir, args.log_dir,
-                                 hid_udp_port=args.hid_udp_port, image_storage=None, cameras=args.camera,
-                                 camera_driver=args.camera_driver)
+                                 hid_udp_port=args.hid_udp_port, cameras=args.camera, camera_driver=args.camera_driver)
         if args.steps:
             cfg['num_steps'] = int(args.steps)
-        check_config(cfg)
-    except (ValueError, FileNotFoundError) as e:
-        print(f'[real_train] refused: {e}', file=sys.stderr)
+        return check_config(cfg)
+    cfg = rc.checked('real_train', build)
+    if cfg is None:
         return 2
-    run_dir = new_run_dir(cfg.get('log_dir', 'logs')).resolve()
-    params, extra = node_params(cfg, run_dir)
-    print(f'[real_train] output: {run_dir}', flush=True)
-    r = sc.run_ros(params, 1, str(run_dir), extra_nodes=extra, quiet=args.quiet)
+    run_dir, params, r = rc.run_nodes('real_train', cfg, node_params, args.quiet)
     from .sim_train import draw_learning_curve, read_metrics
     metrics = read_metrics(run_dir)
     if metrics:
