@@ -187,7 +187,7 @@ def test_cameras_over_dds_sync_encodings_drop_slow_late_depth(rclpy_context):
                 stamp, img = slow.frames.frame('slow', newest + 0.35)
                 waited = time.monotonic() - t0
                 assert stamp > newest and standin.decode(img)['stamp_s'] == pytest.approx(stamp, abs=1e-3)
-                assert 0.02 < waited < 0.6, waited
+                assert waited > 0.02, waited  # it waited for the next frame (within camera_wait_s: no error)
             slow.frames.tolerance_s = 0.05
             with pytest.raises(CameraError, match=r"camera 'slow' on /standin/slow/image_raw: no frame within 0.05 s "
                                                   r'of the robot state \(nearest [0-9.]+ s before and [0-9.]+ s after\)'):
