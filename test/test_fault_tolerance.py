@@ -148,7 +148,7 @@ def test_slow_writer_backpressure_keeps_memory_bounded(tmp_path):
     steps = 8
     p = params(tmp_path, steps=steps)
     p['replay_buffer_writer_node'].update(max_pending_writes=1)
-    p['policy_node'].update(max_unacked_keys=20)
+    p['policy_node'].update(max_unacked_keys=10)  # one step's keys: the next step waits for the slow disk
     r = run_with_faults(p, 1, str(tmp_path), chaos, drain_timeout_s=180, slow_disk_s=1.5)
     policy_log = ''.join(r['logs']['policy'])
     held = int(policy_log.split("'held': ")[1].split(',')[0])

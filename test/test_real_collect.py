@@ -173,8 +173,15 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     port = 27500 + os.getpid() % 400
     demos = collected[0] / 'demos'
     out = tmp_path / 'logs'
-    cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_train', '--robot-ip', franky_sim,
-           '--demos-dir', str(demos), '--log-dir', str(out), '--hid-udp-port', str(port), '--steps', '6', '--quiet']
+    # bounded staleness (step s waits for version s - 2): new versions act in this short run however loaded
+    # the machine; the shipped config never waits after the learner's first weights
+    import yaml
+    from rl_traj_ros.pipelines.real_train import DEFAULT_CONFIG
+    config = tmp_path / 'real_train.yaml'
+    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'max_version_lag': 2}))
+    cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_train', '--config', str(config), '--robot-ip',
+           franky_sim, '--demos-dir', str(demos), '--log-dir', str(out), '--hid-udp-port', str(port), '--steps', '6',
+           '--quiet']
     with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -176,7 +176,8 @@ def test_interventions_replace_actions_and_are_recorded(tmp_path):
                            output_dir=str(tmp_path), image_obs=False)
     for n in sc.NODES:
         p[n].update(num_epochs=1, chunks_per_epoch=4)
-    p['franka_env_node'].update(collect_episodes=False, camera_topic_rate_hz=0.0)
+    # require_teleop: no chunk before the teleop publisher is discovered, however loaded the machine
+    p['franka_env_node'].update(collect_episodes=False, camera_topic_rate_hz=0.0, require_teleop=True)
     with ros_process(['-c', TELEOP]):
         r = sc.run_ros(p, 1, str(tmp_path), quiet=True)
     assert not r['failed']

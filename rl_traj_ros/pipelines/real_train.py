@@ -53,8 +53,10 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
               'chunks_per_epoch': CHUNKS_PER_STEP}
     for name in ('franka_env_node', 'policy_node', 'trajectory_collector_node', 'replay_buffer_writer_node'):
         params[name].update(chunks_per_epoch=CHUNKS_PER_STEP)
+    lag = int(cfg.get('max_version_lag', -1))
     params['policy_node'].update(policy='sac', hidden=int(lc.get('hidden', 256)), collect_transitions=True,
-                                 max_version_lag=WAIT_FOR_FIRST_WEIGHTS, sac_action_scale=shared['sac_action_scale'])
+                                 max_version_lag=lag if lag >= 0 else WAIT_FOR_FIRST_WEIGHTS,
+                                 sac_action_scale=shared['sac_action_scale'])
     params['trajectory_collector_node'].update(mode='rollout', only_success=False, auto_reset=True,
                                                num_shards=1, gamma=shared['gamma'],
                                                run_id=new_run_id(f'{Path(run_dir).name}-'))
