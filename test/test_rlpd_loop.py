@@ -118,11 +118,13 @@ def test_learner_on_another_host_survives_a_25s_link_cut(demos, tmp_path):
     # the control rate through the cut, from the env node's progress lines (ROS time, every 10 chunks)
     marks = [(float(t), int(c)) for t, c in re.findall(r'\[(\d+\.\d+)\] \[env_0\.franka_env_node\]: chunks=(\d+)',
                                                      r['env_log'])]
-    t0, t1 = r['times']['cut'] + 2.0, r['times']['restored'] - 2.0
-    inside = [(t, c) for t, c in marks if t0 <= t <= t1]
-    rate = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
-    print(f'\nenv during the cut: {rate:.2f} chunks/s (configured: 10 control steps/s, chunks of 2 = 5 chunks/s)')
-    assert rate >= 0.9 * 5.0, marks
+    def rate(t0, t1):
+        inside = [(t, c) for t, c in marks if t0 <= t <= t1]
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+    before, during = rate(0.0, r['times']['cut']), rate(r['times']['cut'] + 2.0, r['times']['restored'] - 2.0)
+    print(f'\nenv before the cut {before:.2f}, during it {during:.2f} chunks/s (configured: 10 control steps/s, '
+          'chunks of 2 = 5 chunks/s)')
+    assert during >= 0.9 * min(before, 5.0), marks  # the cut does not slow the actor (the machine's load may)
     lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))
     assert (lost, dup, stored) == (0, 0, steps * 10)
     learned = re.findall(r"counters: \{[^}]*'trajectories': (\d+)", r['learner_log'])
