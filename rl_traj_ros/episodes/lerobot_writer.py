@@ -29,8 +29,9 @@ from PIL import Image
 from ..storage.files import atomic_write, json_writer, publish_staged
 from . import lerobot_meta as meta
 from . import lerobot_stats as st
-from .lerobot_format import (CHUNKS_SIZE, DATA_FILES_SIZE_MB, DEFAULT_FEATURES, EXTRA_IMAGE_KEYS, IMAGE_STORAGES, MAIN_IMAGE_KEYS, NAMINGS,
-                             STATE_KEYS, TASK_KEYS, VIDEO_PATH, _first, _np, holds_dataset, png_bytes, to_uint8_image)
+from .lerobot_format import (CHUNKS_SIZE, DATA_FILES_SIZE_MB, DEFAULT_FEATURES, EXTRA_IMAGE_KEYS, IMAGE_STORAGES,
+                             MAIN_IMAGE_KEYS, NAMINGS, STATE_KEYS, TASK_KEYS, VIDEO_PATH, _first, _np, holds_dataset,
+                             png_bytes, to_uint8_image)
 from .record import EpisodeRecord
 from .video import VideoEncoding, VideoFile, check_encoder, check_frame_size, probe_video_info
 

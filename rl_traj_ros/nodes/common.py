@@ -158,8 +158,8 @@ TEARDOWN_S = 10.0
 
 def _exit_if_teardown_hangs(rc: int) -> None:
     """After the node flushed, rclpy's teardown (executor, node, context) can hang on a loaded
-    machine (seen once in this session's suite runs: the policy node still alive 30 s after its last log
-    line, then SIGKILLed). Nothing is left to lose then: exit with the node's code instead."""
+    machine (a policy node was seen alive long after its last log line, until SIGKILL). Nothing is
+    left to lose then: exit with the node's code instead."""
     import os
     import threading
 

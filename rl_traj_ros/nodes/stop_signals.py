@@ -11,20 +11,16 @@ started in the background of a script, where SIGINT arrives ignored, still stops
 from __future__ import annotations
 
 import signal
-import time
 from typing import Optional
 
 
 class StopSignals:
     def __init__(self):
-        self.count = 0
-        self.first: Optional[int] = None
-        self.first_at: Optional[float] = None
+        self.first: Optional[int] = None  # the first signal; later ones change nothing
 
     def _on(self, signum, frame) -> None:
-        self.count += 1
         if self.first is None:
-            self.first, self.first_at = signum, time.monotonic()
+            self.first = signum
 
     def install(self) -> 'StopSignals':
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -33,7 +29,7 @@ class StopSignals:
 
     @property
     def requested(self) -> bool:
-        return self.count > 0
+        return self.first is not None
 
     def name(self) -> str:
         return signal.Signals(self.first).name if self.first is not None else ''

@@ -116,7 +116,9 @@ def real_robot_nodes(params: dict, extra: dict, env_vars: dict) -> list:
     nodes = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
                   additional_env=env_vars) for name in params if name != 'franka_env_node']
     required = []
-    for module, ros_args in (v for k, v in extra.items() if v[0] not in params):
+    for module, ros_args in extra.values():
+        if module in params:  # a node of this package with its parameter dict (real_train's learner): above
+            continue
         package, executable = module.split('/', 1) if '/' in module else ('rl_traj_ros', module)
         required.append(Node(package=package, executable=executable, output='screen', additional_env=env_vars,
                              arguments=['--ros-args', *ros_args], **({'name': module} if '/' not in module else {})))

@@ -21,7 +21,6 @@ from ..params.paths import config_path
 from . import real_collect as rc
 
 DEFAULT_CONFIG = config_path('real_train.yaml')
-CHUNKS_PER_STEP = 10
 WAIT_FOR_FIRST_WEIGHTS = 1 << 30  # max_version_lag: answer nothing before the learner's first weights
 
 
@@ -47,12 +46,9 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
     params, extra = rc.node_params(collect_cfg, run_dir)
     action_dim = params['franka_env_node']['action_dim']
     params['franka_env_node'].update(teleop_only=False, require_teleop=True, target_successes=0,
-                                     num_steps=int(cfg.get('num_steps', 0)), chunks_per_epoch=CHUNKS_PER_STEP)
+                                     num_steps=int(cfg.get('num_steps', 0)))  # steps of chunks_per_epoch (10) chunks
     lc = dict(cfg.get('learner') or {})
-    shared = {'gamma': float(lc.pop('gamma', 0.97)), 'sac_action_scale': [1.0] * action_dim,
-              'chunks_per_epoch': CHUNKS_PER_STEP}
-    for name in ('franka_env_node', 'policy_node', 'trajectory_collector_node', 'replay_buffer_writer_node'):
-        params[name].update(chunks_per_epoch=CHUNKS_PER_STEP)
+    shared = {'gamma': float(lc.pop('gamma', 0.97)), 'sac_action_scale': [1.0] * action_dim}
     lag = int(cfg.get('max_version_lag', -1))
     params['policy_node'].update(policy='sac', hidden=int(lc.get('hidden', 256)), collect_transitions=True,
                                  max_version_lag=lag if lag >= 0 else WAIT_FOR_FIRST_WEIGHTS,
@@ -80,8 +76,7 @@ def main(args) -> int:
     run_dir, params, r = rc.run_nodes('real_train', cfg, node_params, args.quiet)
     from .sim_train import draw_learning_curve, read_metrics
     metrics = read_metrics(run_dir)
-    if metrics:
-        draw_learning_curve(run_dir)
+    draw_learning_curve(run_dir)
     print(f"\n[real_train] {r['episodes']} episodes, {r['successes']} successful, {len(metrics)} weight versions; "
           f"buffer: {run_dir / 'replay_buffer'}, metrics: {run_dir / 'metrics.jsonl'}")
     return 1 if r['failed'] else 0

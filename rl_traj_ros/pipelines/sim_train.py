@@ -154,8 +154,10 @@ def _print_eval(res: dict, out: Path) -> None:
 
 
 def draw_learning_curve(out: Path) -> None:
-    """``<out>/learning_curve.png`` from ``metrics.jsonl`` (the CLI at its end, the launch at exit)."""
-    if read_metrics(out):
+    """``<out>/learning_curve.png`` from ``metrics.jsonl`` (the CLI at its end, the launch at exit),
+    once there is an update in it."""
+    path = Path(out) / 'metrics.jsonl'
+    if path.exists() and path.read_text().strip():
         from ..viz.learning_curve import learning_curve
         learning_curve(out, out / 'learning_curve.png')
 
@@ -183,8 +185,7 @@ def main(args) -> int:
     from ..learning.loop import summary
     for m in metrics:
         print(f"[sim_train] step {m['step']} -> v{m['version']:.0f}: {summary(m)}")
-    if metrics:
-        draw_learning_curve(out)
+    draw_learning_curve(out)
     print(f"[sim_train] {len(metrics)} updates; replay buffer: {out / 'replay_buffer'}; metrics: "
           f"{out / 'metrics.jsonl'}, TensorBoard: {out / 'tensorboard'}, curve: {out / 'learning_curve.png'}")
     if bad or r.get('failed'):
