@@ -76,11 +76,15 @@ def run_ros(budget_s: float, out: Path, chunk: int, config: Path,
     if (out / 'warm_start.json').exists():  # the clone, before the first update
         ws = json.loads((out / 'warm_start.json').read_text())
         when[int(ws['version'])] = ws['time'] - t0
-    snaps = []
+    steps_at, total = {}, 0   # env steps the versions up to v were trained on
+    for m in sorted(lines, key=lambda m: m['version']):
+        total += m.get('samples', 0) * chunk
+        steps_at[int(m['version'])] = total
+    snaps = []   # (wall time, weights, env steps)
     for f in sorted((out / 'weights').glob('policy_v*.pt')):
         v = int(f.stem.split('_v')[1])
         if v in when and when[v] <= budget_s:
-            snaps.append((when[v], torch.load(f, weights_only=True)))
+            snaps.append((when[v], torch.load(f, weights_only=True), steps_at.get(v, 0)))
     samples = sum(m.get('samples', 0) for m in lines if m['time'] - t0 <= budget_s)
     return snaps, {'updates': sum(1 for m in lines if m['time'] - t0 <= budget_s), 'env_steps': samples * chunk}
 
@@ -168,7 +172,7 @@ def main() -> None:
         from rl_traj_ros.policies.actor_critic import ActorCritic
         model = ActorCritic(pol['state_dim'], env_p['action_dim'], env_p['chunk'], pol['hidden'], seed=0)
         curve = [(0.0, 0.0)] if demos is None else []
-        for t, sd in spread(snaps, args.max_snapshots):
+        for t, sd, _ in spread(snaps, args.max_snapshots):
             model.load_state_dict(sd)
             r = evaluate(actor_critic_act(model.eval()), eval_env, args.eval_episodes, env_p['chunk'])
             curve.append((t, r['success_rate']))

@@ -7,10 +7,13 @@ until the budget is spent (SIGINT); the learner keeps a snapshot of every ``--sn
 version, and each snapshot's mean action is scored on ``--eval-episodes`` episodes: the table's
 held-out state ids (``--variant random``) or gym-hil's fixed cube at (0.5, 0) (``--variant
 fixed``). ``--interventions``: a scripted operator (test/expert_operator.py) takes over env 0
-while the policy strays from the cube, HIL-SERL style. The PPO anchor of the same budget is
-``bench/bench_learning.py --task pick`` (warm start from 100 expert episodes).
+while the policy strays from the cube, HIL-SERL style. ``--ppo-anchor``: then, in the same run
+and with the same budget, the PPO loop of ``bench/bench_learning.py --task pick``
+(``config/sim_train_pick.yaml``) warm-started by behaviour cloning on the same number of expert
+episodes (recorded as a LeRobot dataset, outside the budget), scored on the same episodes; both
+curves in one figure.
 
-    bash -c 'source env.sh && python bench/bench_rlpd.py --variant fixed [--budget-s 420] [--interventions]'
+    bash -c 'source env.sh && python bench/bench_rlpd.py --variant fixed [--budget-s 420] [--interventions] [--ppo-anchor]'
 """
 from __future__ import annotations
 
@@ -29,11 +32,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / 'bench'))
+from bench_learning import CONFIGS, run_ros, spread  # noqa: E402
 from rl_traj_ros.params.policy_node import POLICY_NODE  # noqa: E402
 from rl_traj_ros.params.spec import resolve  # noqa: E402
 from rl_traj_ros.pipelines.sim_collect import load_params  # noqa: E402
 from rl_traj_ros.pipelines.sim_train import TRAIN_NODES  # noqa: E402
-from rl_traj_ros.rollout.evaluate import evaluate, sac_actor_act  # noqa: E402
+from rl_traj_ros.rollout.evaluate import actor_critic_act, evaluate, sac_actor_act  # noqa: E402
 from rl_traj_ros.rollout.workers import sac_actor  # noqa: E402
 
 
@@ -51,6 +56,37 @@ def config(tmp: Path, variant: str, snapshot_every: int) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
+def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episodes: int, max_snapshots: int,
+               split: str) -> tuple[list, list]:
+    """The PPO warm start of the same budget: behaviour cloning on ``demos`` expert episodes, then
+    synchronous PPO over DDS; (wall-time curve, env-step curve) of held-out success."""
+    from rl_traj_ros.policies.actor_critic import ActorCritic
+    configs = []
+    for src in (CONFIGS['pick'], ROOT / 'config' / 'sim_collect.yaml'):   # the fixed cube for both, as RLPD's
+        c = yaml.safe_load(src.read_text())
+        if variant == 'fixed':
+            c['/**/franka_env_node']['ros__parameters']['state_split'] = ''
+        configs.append(tmp / f'ppo_{src.name}')
+        configs[-1].write_text(yaml.safe_dump(c))
+    config = configs[0]
+    subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(configs[1]),
+                    '--in-process', '--no-images', '--episodes', str(demos), '--output-dir', str(tmp / 'ppo_demos')],
+                   cwd=ROOT, check=True, capture_output=True)
+    p = load_params(config, TRAIN_NODES)
+    env, pol = {**p['franka_env_node'], 'num_envs': 2}, p['policy_node']
+    snaps, info = run_ros(budget_s, tmp / 'ppo', env['chunk'], config, tmp / 'ppo_demos' / 'collected_data')
+    model = ActorCritic(pol['state_dim'], env['action_dim'], env['chunk'], pol['hidden'], seed=0)
+    curve, steps_curve = [], []
+    for t, sd, steps in spread(snaps, max_snapshots):
+        model.load_state_dict(sd)
+        r = evaluate(actor_critic_act(model.eval()), env, eval_episodes, env['chunk'], split=split)
+        curve.append((t, r['success_rate']))
+        steps_curve.append((steps, r['success_rate']))
+        print(f"  PPO {t:.0f} s, {steps} env steps: held-out success {r['success_rate']:.0%}")
+    print(f"  PPO total: {info['updates']} updates, {info['env_steps']:.0f} env steps")
+    return curve, steps_curve
+
+
 def cli(*args, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', *args, '--quiet'], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **kw)
@@ -65,6 +101,7 @@ def main() -> None:
     ap.add_argument('--snapshot-every', type=int, default=20, help='versions between kept snapshots')
     ap.add_argument('--max-snapshots', type=int, default=10)
     ap.add_argument('--interventions', action='store_true')
+    ap.add_argument('--ppo-anchor', action='store_true', help='also the PPO warm start of the same budget')
     ap.add_argument('--out', default='bench_rlpd.png')
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -119,11 +156,17 @@ def main() -> None:
                   f"training success so far {m['success_rate']:.0%}, intervention rate {m['intervention_rate']:.2f}")
         last = lines[-1] if lines else {}
         print(f"  total: {last.get('updates', 0):.0f} gradient steps, {last.get('env_steps', 0):.0f} env steps")
+        name = f"RLPD, {args.demos} demos{' + interventions' if args.interventions else ''}"
+        curves, steps_curves = {name: curve}, {name: steps_curve}
+        if args.ppo_anchor:
+            print(f'PPO warm start (behaviour cloning on {args.demos} expert episodes), same budget:')
+            ppo = f'PPO, behaviour-cloned from {args.demos} demos'
+            curves[ppo], steps_curves[ppo] = ppo_anchor(tmp, args.variant, args.demos, args.budget_s,
+                                                        args.eval_episodes, args.max_snapshots, split)
     from rl_traj_ros.viz.curves import plot_curves
-    name = f"RLPD, {args.demos} demos{' + interventions' if args.interventions else ''}"
-    plot_curves({name: curve}, args.out, f'pick and lift ({args.variant} cube): held-out success against wall time',
+    plot_curves(curves, args.out, f'pick and lift ({args.variant} cube): held-out success against wall time',
                 'wall time (s)', 'held-out success', percent=True)
-    plot_curves({name: steps_curve}, Path(args.out).with_name(Path(args.out).stem + '_steps.png'),
+    plot_curves(steps_curves, Path(args.out).with_name(Path(args.out).stem + '_steps.png'),
                 f'pick and lift ({args.variant} cube): held-out success against env steps', 'env steps',
                 'held-out success', percent=True)
     print(f'curves: {args.out}')

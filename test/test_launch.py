@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+import torch
 import yaml
 
 from rosutil import ROOT, ros_process
@@ -209,19 +210,58 @@ def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(t
     assert len(runs) <= 1 and all({c.name for c in r.iterdir()} <= {'node_logs'} for r in runs), runs
 
 
-def test_real_launch_drives_the_lifecycle_and_stores_the_demos(franky_sim, tmp_path):  # noqa: F811
-    """The launch configures (connects to franky-sim), activates (motion) and ends by itself
-    once a scripted SpaceMouse operator has made the episodes and they are stored."""
+@pytest.fixture(scope='module')
+def launched_demos(franky_sim, tmp_path_factory):  # noqa: F811
+    """real_collect.launch.py against franky-sim with a scripted SpaceMouse operator: (exit code,
+    log, log_dir)."""
+    tmp_path = tmp_path_factory.mktemp('real_collect_launch')
     port = 29000 + os.getpid() % 1000
     with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
         rc, log = launch('real_collect.launch.py', tmp_path, f'robot_ip:={franky_sim}', 'num_data_episodes:=1',
                          f'log_dir:={tmp_path / "logs"}', f'hid_udp_port:={port}', timeout=300)
+    return rc, log, tmp_path / 'logs'
+
+
+def test_real_launch_drives_the_lifecycle_and_stores_the_demos(launched_demos):
+    """The launch configures (connects to franky-sim), activates (motion) and ends by itself
+    once a scripted SpaceMouse operator has made the episodes and they are stored."""
+    rc, log, logs = launched_demos
     assert rc == 0, log[-3000:]
     configured, activated = log.find('configured: env ready'), log.find('activated: motion enabled')
     assert 0 <= configured < activated, log[-3000:]
     assert '[drain] everything stored' in log, log[-3000:]
-    assert list(tmp_path.glob('logs/*/demos/trajectory_*.pt'))
-    assert list(tmp_path.glob('logs/*/collected_data/env_0/meta/info.json'))
+    assert list(logs.glob('*/demos/trajectory_*.pt'))
+    assert list(logs.glob('*/collected_data/env_0/meta/info.json'))
+
+
+def test_real_train_launch_learns_from_real_collect_demos_against_franky_sim(franky_sim, launched_demos,  # noqa: F811
+                                                                           tmp_path):
+    """What a user does: real_collect.launch.py's demos, then real_train.launch.py on the same
+    robot with the operator in the loop; the launch drives the env's lifecycle, the learner's
+    versions act, every control step is stored once, and it ends by itself after its steps."""
+    assert launched_demos[0] == 0, launched_demos[1][-3000:]
+    demos = (launched_demos[2] / 'latest' / 'demos').resolve()
+    from rl_traj_ros.pipelines.real_train import DEFAULT_CONFIG
+    config = tmp_path / 'real_train.yaml'   # bounded staleness so that versions act in a short run (as the CLI test)
+    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'max_version_lag': 2}))
+    port = 29500 + os.getpid() % 400
+    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
+        rc, log = launch('real_train.launch.py', tmp_path, f'config:={config}', f'robot_ip:={franky_sim}',
+                         f'demos_dir:={demos}', 'steps:=4', f'log_dir:={tmp_path / "logs"}', f'hid_udp_port:={port}',
+                         timeout=300)
+    assert rc == 0, log[-3000:]
+    assert 0 <= log.find('configured: env ready') < log.find('activated: motion enabled'), log[-3000:]
+    run = (tmp_path / 'logs' / 'latest').resolve()
+    assert f'[real_train] output: {run}' in log, log[-3000:]
+    metrics = [json.loads(x) for x in (run / 'metrics.jsonl').read_text().splitlines()]
+    assert metrics and metrics[-1]['demo_rows'] > 0, metrics[-1:]
+    from rl_traj_ros.storage.files import load_trajectory
+    ids = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())['trajectory_ids']
+    rows = [load_trajectory(run / 'replay_buffer' / f'trajectory_{i:08d}.pt', 'pt') for i in ids]
+    versions = torch.cat([d['versions'].reshape(-1) for d in rows])
+    assert len(versions) == 4 * 10 and int(versions.max()) >= 1   # every step once; the learner's weights acted
+    assert (run / 'learner' / 'learner_checkpoint.pt').exists() and (run / 'learning_curve.png').exists()
+    assert list((run / 'node_logs').glob('*.log'))
 
 
 def test_sim_train_launch_trains_and_ends_by_itself(tmp_path):
@@ -243,3 +283,27 @@ def test_sim_train_launch_trains_and_ends_by_itself(tmp_path):
     # the CLI's outputs: the learning curve and the nodes' logs, the absolute directory printed
     assert (out / 'learning_curve.png').stat().st_size > 0 and list((out / 'node_logs').glob('*.log'))
     assert f'[sim_train] output: {out.resolve()}' in log
+
+
+def test_sim_train_launch_rlpd_trains_from_the_sim_experts_demos(tmp_path):
+    """`sim_train.launch.py algo:=rlpd demos_dir:=...` as the launch file's docstring shows: the
+    RLPD config, the SAC actor answering once the learner announced itself, every chunk stored
+    once with the version that produced it, versions published, ends by itself after its steps."""
+    demos = tmp_path / 'demos'
+    subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', 'config/sim_demos.yaml',
+                    '--episodes', '2', '--output-dir', str(demos), '--in-process'], cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)
+    out = tmp_path / 'run'
+    rc, log = launch('sim_train.launch.py', tmp_path, 'algo:=rlpd', f'demos_dir:={demos / "replay_buffer"}',
+                     'steps:=3', f'output_dir:={out}', timeout=300)
+    assert rc == 0, log[-3000:]
+    assert '[drain] everything stored' in log, log[-3000:]
+    metrics = [json.loads(x) for x in (out / 'metrics.jsonl').read_text().splitlines()]
+    assert metrics and 'critic_loss' in metrics[-1] and 'temperature' in metrics[-1], metrics[-1:]   # RLPD's
+    assert metrics[-1]['demo_rows'] > 0 and metrics[-1]['updates'] > 0, metrics[-1]
+    from rl_traj_ros.storage.files import load_trajectory
+    ids = json.loads((out / 'replay_buffer' / 'trajectory_index.json').read_text())['trajectory_ids']
+    rows = [load_trajectory(out / 'replay_buffer' / f'trajectory_{i:08d}.pt', 'pt') for i in ids]
+    assert sum(d['actions'].shape[0] * d['actions'].shape[1] for d in rows) == 3 * 10 * 2   # steps x L x envs
+    assert all('curr_obs/states' in d and 'next_obs/states' in d for d in rows)   # whole transitions
+    assert (out / 'learning_curve.png').stat().st_size > 0

@@ -7,7 +7,7 @@ import torch
 
 from rl_traj_ros.learning.rlpd import RLPDConfig, RLPDUpdater, random_shift
 from rl_traj_ros.learning.transitions import TransitionBatch, check_rows, to_transitions
-from rl_traj_ros.policies.sac import CriticEnsemble, SquashedGaussianActor
+from rl_traj_ros.policies.sac import MIN_STD, NORM_CLIP, CriticEnsemble, SquashedGaussianActor
 from rl_traj_ros.storage.mixer import DemoOnlineMixer
 from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
 
@@ -146,6 +146,57 @@ def test_the_mixer_draws_half_online_half_demo_rows():
     assert DemoOnlineMixer(online, demos, 0.25).split(256) == (64, 192)
     empty = TrajectoryReplayBuffer(sample_window_size=0)
     assert DemoOnlineMixer(empty, demos).split(10) == (0, 10) and DemoOnlineMixer(online, empty).split(10) == (10, 0)
+
+
+def test_states_are_standardized_alike_in_actor_critics_and_targets_and_travel_with_the_weights():
+    """Fitted to states in metres and radians, the networks see zero-mean unit-std inputs: the
+    same weights answer the same for states that differ only by units (scale and offset); a
+    dimension the data never moved is divided by the floor, and far-off values are clipped."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(500, 4, generator=g) * torch.tensor([2.0, 0.05, 0.3, 0.0]) + torch.tensor([1.0, 0.4, -2.0, 0.7])
+    u = RLPDUpdater(SquashedGaussianActor(4, 3, 2, hidden=16), CriticEnsemble(4, 3, 2, members=3, hidden=16),
+                    RLPDConfig(batch_size=8, critic_subsample=2))
+    u.fit_state_normalizer(x)
+    n = u.actor.norm
+    assert torch.allclose(n.mean, x.mean(0)) and torch.allclose(n.std[:3], x.std(0, unbiased=False)[:3])
+    assert float(n.std[3]) == pytest.approx(MIN_STD)
+    z = n(x)
+    assert torch.allclose(z[:, :3].mean(0), torch.zeros(3), atol=1e-5) and torch.allclose(z[:, :3].std(0), torch.ones(3),
+                                                                                           atol=1e-2)
+    assert float(n(torch.tensor([[0.0, 50.0, 0.0, 0.7]]))[0, 1]) == NORM_CLIP
+    for net in (u.critics, u.target):
+        assert torch.equal(net.norm.mean, n.mean) and torch.equal(net.norm.std, n.std)
+    assert {'norm.mean', 'norm.std'} <= set(u.actor.state_dict())   # what the policy node loads
+
+    k, b = torch.tensor([100.0, 100.0, 57.3, 1.0]), torch.tensor([3.0, -1.0, 0.0, 0.0])   # other units
+    other = RLPDUpdater(SquashedGaussianActor(4, 3, 2, hidden=16), CriticEnsemble(4, 3, 2, members=3, hidden=16),
+                        RLPDConfig(batch_size=8, critic_subsample=2))
+    other.actor.load_state_dict(u.actor.state_dict())
+    other.critics.load_state_dict(u.critics.state_dict())
+    other.fit_state_normalizer(x * k + b)
+    a1, _ = u.actor.sample({'states': x[:5]}, deterministic=True)
+    a2, _ = other.actor.sample({'states': x[:5] * k + b}, deterministic=True)
+    assert torch.allclose(a1, a2, atol=1e-4)
+    act = torch.zeros(5, 6)
+    assert torch.allclose(u.critics({'states': x[:5]}, act), other.critics({'states': x[:5] * k + b}, act), atol=1e-4)
+
+
+def test_the_learner_fits_the_normalizer_to_every_demonstration_row_once():
+    from rl_traj_ros.learning.offpolicy import OffPolicyConfig, OffPolicyLearner
+    demos = TrajectoryReplayBuffer(sample_window_size=0, cache_size=1)
+    rows = [torch.randn(6, 2, 4) * 3 + i for i in range(3)]
+    for r in rows:
+        demos.add_trajectories([{'curr_obs/states': r, 'next_obs/states': r + 1, 'x': torch.zeros(6, 2, 1)}])
+    got = demos.all_samples(('curr_obs/states',))
+    assert set(got) == {'curr_obs/states'} and torch.equal(got['curr_obs/states'], torch.cat([r.reshape(12, 4)
+                                                                                           for r in rows]))
+    everything = torch.cat([torch.cat([r, r + 1]).reshape(-1, 4) for r in rows])
+    for normalize in (True, False):
+        u = RLPDUpdater(SquashedGaussianActor(4, 3, 2, hidden=16), CriticEnsemble(4, 3, 2, members=3, hidden=16),
+                        RLPDConfig(batch_size=8, critic_subsample=2))
+        OffPolicyLearner(u, OffPolicyConfig(normalize_states=normalize), demos)
+        want = everything.mean(0) if normalize else torch.zeros(4)
+        assert torch.allclose(u.actor.norm.mean, want, atol=1e-5) and torch.equal(u.target.norm.mean, u.actor.norm.mean)
 
 
 ROUNDS, UPDATES = 30, 20

@@ -9,7 +9,8 @@ its online buffer from the writer's directory through the read-only, atomically 
 index, ``storage.index.read_stored_trajectories``). Batches mix online and demonstration rows
 at ``online_ratio`` (``storage.mixer.DemoOnlineMixer``). The gradient steps are budgeted by
 ``utd_ratio`` (critic steps per new control step of online data); the learner trains as fast
-as it can within that budget, and reports the ratio it reached.
+as it can within that budget, and reports the ratio it reached. States are standardized by the
+demonstrations' mean and standard deviation, fitted once at start (``normalize_states``).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+import torch
 
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory, chunk_ends
@@ -36,6 +39,7 @@ class OffPolicyConfig:
     publish_every: int = 50           # gradient steps between weight versions
     publish_period_s: float = 0.0     # > 0: also publish after this long with new steps
     online_window: int = 0            # online buffer: the newest N trajectories (0 = all)
+    normalize_states: bool = True     # standardize states by the demonstrations' statistics
     success_reward: float = 0.5
     run_id: str = ''
 
@@ -56,6 +60,10 @@ class OffPolicyLearner:
         self.demos = demos if demos is not None else TrajectoryReplayBuffer(seed=seed + 1, cache_size=0,
                                                                            sample_window_size=0)
         self.mixer = DemoOnlineMixer(self.online, self.demos, cfg.online_ratio)
+        if demos is not None and cfg.normalize_states:
+            # once, before the first step and the first weights: the scale must not drift under the critics
+            rows = demos.all_samples(('curr_obs/states', 'next_obs/states'))
+            updater.fit_state_normalizer(torch.cat([rows['curr_obs/states'], rows['next_obs/states']]))
         self._seen: set[TrajectoryId] = set()
         self.counters = {'trajectories': 0, 'duplicates': 0, 'not_ours': 0, 'updates': 0, 'env_steps': 0,
                          'intervened_steps': 0, 'intervened_rows_to_demos': 0, 'episodes': 0, 'successes': 0,

@@ -69,6 +69,12 @@ class RLPDUpdater:
         self.generator = torch.Generator().manual_seed(seed)
         self.steps = 0
 
+    def fit_state_normalizer(self, states: torch.Tensor) -> None:
+        """Standardize states by these statistics in the actor, the critics and their targets alike."""
+        self.actor.norm.fit(states)
+        for net in (self.critics, self.target):
+            net.norm.load_state_dict(self.actor.norm.state_dict())
+
     def normalized(self, actions: torch.Tensor) -> torch.Tensor:
         """Actions in the actor's [-1, 1] (the env's units over ``action_scale``): what the critics
         see, so an xyz step of 2.5 cm weighs as much in Q as a full gripper command."""

@@ -63,5 +63,7 @@ LEARNER_NODE = {
                               (0.0, 3600.0)),
     'train_slice': Param(10, 'rlpd: gradient steps per turn of the node\'s loop (messages are handled between)',
                          (1, 100000)),
+    'normalize_states': Param(True, "rlpd: standardize states (actor and critics) by the demonstrations' mean "
+                              'and std, fitted once at start; they travel with the weights'),
     'online_window': Param(0, 'rlpd: the online buffer keeps the newest N trajectories (0 = all)', (0, 1 << 30)),
 }

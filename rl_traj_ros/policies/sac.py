@@ -6,7 +6,10 @@ and scaled per action dimension (``action_scale``: the env's units, e.g. metres 
 step for the sim's pick task, 1 for a gripper command), so the actor, the demonstrations and
 the env speak the same units. LayerNorm after every hidden layer (RLPD: it keeps an ensemble's
 Q values from extrapolating on out-of-distribution actions); the critic ensemble is one
-batched matmul per layer, not a Python loop over members.
+batched matmul per layer, not a Python loop over members. States are standardized per dimension
+(``StateNormalizer``) before either network sees them: a robot state mixes joint angles of ~1 rad
+with a cube offset of a few centimetres, and unscaled the few centimetres that decide a grasp are
+drowned in the first layer.
 """
 from __future__ import annotations
 
@@ -18,6 +21,29 @@ from torch import nn
 from torch.nn import functional as F
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+NORM_CLIP = 10.0
+MIN_STD = 1e-2
+
+
+class StateNormalizer(nn.Module):
+    """``clip((states - mean) / std)`` per dimension. The statistics are buffers, so they travel
+    with the actor's weights to the policy node and into checkpoints; identity until ``fit``
+    (the learner fits them to its demonstrations once, before its first step). ``std`` is floored
+    at ``MIN_STD`` so that a dimension the demonstrations never moved does not blow up later."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.register_buffer('mean', torch.zeros(dim))
+        self.register_buffer('std', torch.ones(dim))
+
+    @torch.no_grad()
+    def fit(self, states: torch.Tensor) -> None:
+        states = states.reshape(-1, self.mean.shape[0]).to(torch.float64)
+        self.mean.copy_(states.mean(0))
+        self.std.copy_(states.std(0, unbiased=False).clamp_min(MIN_STD))
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return ((states.to(torch.float32) - self.mean) / self.std).clamp(-NORM_CLIP, NORM_CLIP)
 
 
 class ImageEncoder(nn.Module):
@@ -50,6 +76,7 @@ class SquashedGaussianActor(nn.Module):
         if scale.shape != (action_dim,) or bool((scale <= 0).any()):
             raise ValueError(f'action_scale must be {action_dim} positive numbers, got {scale.tolist()}')
         self.register_buffer('scale', scale.repeat(chunk))
+        self.norm = StateNormalizer(state_dim)
         self.encoder = ImageEncoder() if use_images else None
         self.body = mlp(state_dim + (64 if use_images else 0), hidden)
         self.mean = nn.Linear(hidden, chunk * action_dim)
@@ -60,7 +87,7 @@ class SquashedGaussianActor(nn.Module):
         return self.mean.weight.device
 
     def features(self, obs: dict) -> torch.Tensor:
-        x = obs['states'].to(self.device, torch.float32)
+        x = self.norm(obs['states'].to(self.device))
         if self.use_images:
             x = torch.cat([x, self.encoder(obs['main_images'].to(self.device))], dim=1)
         return x
@@ -140,6 +167,7 @@ class CriticEnsemble(nn.Module):
                  use_images: bool = False):
         super().__init__()
         self.members, self.use_images = members, use_images
+        self.norm = StateNormalizer(state_dim)
         self.encoder = ImageEncoder() if use_images else None
         inp = state_dim + (64 if use_images else 0) + chunk * action_dim
         self.l1, self.l2, self.out = (EnsembleLinear(members, inp, hidden), EnsembleLinear(members, hidden, hidden),
@@ -148,7 +176,7 @@ class CriticEnsemble(nn.Module):
 
     def forward(self, obs: dict, actions: torch.Tensor) -> torch.Tensor:
         """Q values [E, N]."""
-        x = obs['states'].to(torch.float32)
+        x = self.norm(obs['states'])
         if self.use_images:
             x = torch.cat([x, self.encoder(obs['main_images'])], dim=1)
         x = torch.cat([x, actions.to(torch.float32)], dim=1).unsqueeze(0).expand(self.members, -1, -1)
@@ -157,4 +185,5 @@ class CriticEnsemble(nn.Module):
         return self.out(h)[..., 0]
 
 
-__all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'ImageEncoder', 'action_scale']
+__all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'ImageEncoder', 'StateNormalizer',
+           'action_scale']

@@ -327,7 +327,7 @@ def make_offpolicy_learner(p: dict):
     return OffPolicyLearner(updater, OffPolicyConfig(
         utd_ratio=p['utd_ratio'], online_ratio=p['online_ratio'], min_online_steps=p['min_online_steps'],
         publish_every=p['publish_every'], publish_period_s=p['publish_period_s'], online_window=p['online_window'],
-        run_id=p['run_id']), demos, seed=p['seed'])
+        normalize_states=p['normalize_states'], run_id=p['run_id']), demos, seed=p['seed'])
 
 
 def make_plan(params: dict) -> TrajectoryPlan:

@@ -226,7 +226,18 @@ class TrajectoryReplayBuffer:
         with self._lock:
             return self._gather(self._window(), which, rows)
 
-    def _gather(self, window: list[TrajectoryEntry], which: torch.Tensor, rows: torch.Tensor) -> dict:
+    def all_samples(self, fields: Optional[Iterable[str]] = None) -> dict[str, torch.Tensor]:
+        """Every row of the window, in insertion order ({field: [total, ...]}; ``fields``: only
+        these): statistics over a whole (small) buffer, e.g. the demonstrations' state scale."""
+        self._check_open()
+        with self._lock:
+            window = self._window()
+            which = torch.cat([torch.full((e.num_samples,), p) for p, e in enumerate(window)])
+            rows = torch.cat([torch.arange(e.num_samples) for e in window])
+            return self._gather(window, which, rows, None if fields is None else set(fields))
+
+    def _gather(self, window: list[TrajectoryEntry], which: torch.Tensor, rows: torch.Tensor,
+                fields: Optional[set[str]] = None) -> dict:
         num_chunks = int(which.shape[0])
         # cached rows: one gather per field from the cache arena
         starts = torch.tensor([-1 if (a := self._cache.arena_rows(e.seq)) is None else a
@@ -234,11 +245,14 @@ class TrajectoryReplayBuffer:
         base = starts[which]
         hit = base >= 0
         out: dict[str, torch.Tensor] = {}
+        wanted = (lambda k: k in fields) if fields is not None else (lambda k: True)  # noqa: E731
         if bool(hit.all()):
-            return {k: v.index_select(0, base + rows) for k, v in self._cache.arena.items()}
+            return {k: v.index_select(0, base + rows) for k, v in self._cache.arena.items() if wanted(k)}
         if bool(hit.any()):
             pos, src = hit.nonzero().squeeze(1), (base + rows)[hit]
             for k, v in self._cache.arena.items():
+                if not wanted(k):
+                    continue
                 out[k] = torch.empty((num_chunks, *v.shape[1:]), dtype=v.dtype)
                 out[k].index_copy_(0, pos, v.index_select(0, src))
         # the others: each needed trajectory read (memory-mapped) at most once
@@ -248,6 +262,8 @@ class TrajectoryReplayBuffer:
             data = self._fetch(window[p])
             r = rows[mask]
             for k, v in data.items():
+                if not wanted(k):
+                    continue
                 if k not in out:
                     out[k] = torch.empty((num_chunks, *v.shape[1:]), dtype=v.dtype)
                 out[k].index_copy_(0, mask, v.index_select(0, r))
