@@ -14,6 +14,7 @@ episodes (recorded as a LeRobot dataset, outside the budget), scored on the same
 curves in one figure.
 
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant fixed [--budget-s 420] [--interventions] [--ppo-anchor]'
+    bash -c 'source env.sh && python bench/bench_rlpd.py --variant random --learner normalize_states=false'
 """
 from __future__ import annotations
 
@@ -42,15 +43,16 @@ from rl_traj_ros.rollout.evaluate import actor_critic_act, evaluate, sac_actor_a
 from rl_traj_ros.rollout.workers import sac_actor  # noqa: E402
 
 
-def config(tmp: Path, variant: str, snapshot_every: int) -> tuple[Path, Path]:
-    """The shipped demo and RLPD configs, with gym-hil's fixed cube for ``fixed``."""
+def config(tmp: Path, variant: str, snapshot_every: int, learner: dict) -> tuple[Path, Path]:
+    """The shipped demo and RLPD configs, with gym-hil's fixed cube for ``fixed`` and the
+    learner's parameters overridden by ``learner`` (an ablation, e.g. normalize_states=false)."""
     out = []
     for name in ('sim_demos.yaml', 'sim_train_rlpd.yaml'):
         c = yaml.safe_load((ROOT / 'config' / name).read_text())
         if variant == 'fixed':
             c['/**/franka_env_node']['ros__parameters']['state_split'] = ''
         if '/**/learner_node' in c:
-            c['/**/learner_node']['ros__parameters']['snapshot_every'] = snapshot_every
+            c['/**/learner_node']['ros__parameters'].update(snapshot_every=snapshot_every, **learner)
         (tmp / name).write_text(yaml.safe_dump(c))
         out.append(tmp / name)
     return out[0], out[1]
@@ -101,13 +103,17 @@ def main() -> None:
     ap.add_argument('--snapshot-every', type=int, default=20, help='versions between kept snapshots')
     ap.add_argument('--max-snapshots', type=int, default=10)
     ap.add_argument('--interventions', action='store_true')
+    ap.add_argument('--learner', action='append', default=[], metavar='KEY=VALUE',
+                    help="override a learner parameter of config/sim_train_rlpd.yaml (YAML value), e.g. "
+                         "normalize_states=false")
     ap.add_argument('--ppo-anchor', action='store_true', help='also the PPO warm start of the same budget')
     ap.add_argument('--out', default='bench_rlpd.png')
     args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every)
+        learner = {k: yaml.safe_load(v) for k, v in (x.split('=', 1) for x in args.learner)}
+        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every, learner)
         t = time.time()
         subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(demos_cfg),
                         '--episodes', str(args.demos), '--output-dir', str(tmp / 'demos'), '--in-process'],

@@ -167,6 +167,10 @@ def test_states_are_standardized_alike_in_actor_critics_and_targets_and_travel_w
     for net in (u.critics, u.target):
         assert torch.equal(net.norm.mean, n.mean) and torch.equal(net.norm.std, n.std)
     assert {'norm.mean', 'norm.std'} <= set(u.actor.state_dict())   # what the policy node loads
+    old = {k: v for k, v in u.actor.state_dict().items() if not k.startswith('norm.')}   # saved before the normalizer
+    u.actor.load_state_dict(old)
+    assert torch.equal(u.actor.norm.mean, torch.zeros(4)) and torch.equal(u.actor.norm.std, torch.ones(4))
+    u.fit_state_normalizer(x)
 
     k, b = torch.tensor([100.0, 100.0, 57.3, 1.0]), torch.tensor([3.0, -1.0, 0.0, 0.0])   # other units
     other = RLPDUpdater(SquashedGaussianActor(4, 3, 2, hidden=16), CriticEnsemble(4, 3, 2, members=3, hidden=16),

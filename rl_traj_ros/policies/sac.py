@@ -45,6 +45,15 @@ class StateNormalizer(nn.Module):
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         return ((states.to(torch.float32) - self.mean) / self.std).clamp(-NORM_CLIP, NORM_CLIP)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """Weights saved before states were standardized have no statistics: they load as the
+        identity they were trained with."""
+        for name, value in (('mean', 0.0), ('std', 1.0)):
+            state_dict.setdefault(prefix + name, torch.full_like(getattr(self, name), value))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
 
 class ImageEncoder(nn.Module):
     """A small CNN over ``main_images`` [N, H, W, 3] uint8 -> [N, out] features."""
