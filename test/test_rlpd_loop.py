@@ -158,9 +158,12 @@ def test_image_based_rlpd_learns_from_camera_demos_end_to_end(tmp_path):
     lines = [json.loads(x) for x in (run / 'metrics.jsonl').read_text().splitlines()]
     assert lines and lines[-1]['updates'] > 0 and lines[-1]['online_rows'] == 2 * 10 * 2, lines[-1:]
     ckpt = torch.load(run / 'learner' / 'learner_checkpoint.pt', weights_only=True)
-    assert any(k.startswith('encoder.') for k in ckpt['rlpd']['critics'])   # the critics' CNN was trained
-    actor_keys = [k for k in ckpt['rlpd']['actor'] if k.startswith('encoder.')]
-    assert actor_keys
+    critics, target = ckpt['rlpd']['critics'], ckpt['rlpd']['target']
+    # the target is a copy of the critics made at start and Polyak-averaged since: the critics' CNN moved
+    assert not torch.equal(critics['encoder.net.0.weight'], target['encoder.net.0.weight'])
+    from rl_traj_ros.policies.sac import SquashedGaussianActor
+    fresh = SquashedGaussianActor(21, 7, 2, 256, [0.025] * 6 + [1.0], use_images=True, seed=0).state_dict()
+    assert not torch.equal(ckpt['rlpd']['actor']['encoder.net.0.weight'], fresh['encoder.net.0.weight'])   # and the actor's
     index = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())
     rows = [load_trajectory(run / 'replay_buffer' / f'trajectory_{int(s):08d}.pt', 'pt') for s in index['trajectories']]
     assert all(r['curr_obs/main_images'].shape[-3:] == (128, 128, 3) for r in rows)
