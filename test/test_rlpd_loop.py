@@ -136,35 +136,3 @@ def test_learner_on_another_host_survives_a_25s_link_cut(demos, tmp_path):
                 for s in index['trajectories'])
     assert acted > at_cut  # weights published after the cut reached the policy once the link was back
 
-
-def test_image_based_rlpd_learns_from_camera_demos_end_to_end(tmp_path):
-    """Cameras all the way: expert demos recorded with the sim's cameras, then `run sim_train
-    --algo rlpd` with the CNN encoder in the actor and the critics (random shifts on every batch),
-    in one process (the same collector, buffers and learner as the nodes): the stored rows and
-    both buffers hold the images, versions come out and the actor acts on images."""
-    demos = tmp_path / 'demos'
-    _cli('sim_collect', '--config', 'config/sim_demos.yaml', '--episodes', '2', '--output-dir', str(demos),
-         '--in-process', '--image-obs')
-    d = load_demos(demos / 'replay_buffer').sample(4)
-    assert d['curr_obs/main_images'].shape == (4, 128, 128, 3) and d['next_obs/main_images'].dtype == torch.uint8
-    cfg = yaml.safe_load((ROOT / 'config' / 'sim_train_rlpd.yaml').read_text())
-    cfg['/**/franka_env_node']['ros__parameters'].update(image_obs=True)
-    cfg['/**/policy_node']['ros__parameters'].update(use_images=True)
-    cfg['/**/learner_node']['ros__parameters'].update(use_images=True, publish_every=5, batch_size=32)
-    (tmp_path / 'rlpd_images.yaml').write_text(yaml.safe_dump(cfg))
-    run = tmp_path / 'run'
-    _cli('sim_train', '--algo', 'rlpd', '--config', str(tmp_path / 'rlpd_images.yaml'), '--demos-dir',
-         str(demos / 'replay_buffer'), '--steps', '2', '--output-dir', str(run), '--in-process')
-    lines = [json.loads(x) for x in (run / 'metrics.jsonl').read_text().splitlines()]
-    assert lines and lines[-1]['updates'] > 0 and lines[-1]['online_rows'] == 2 * 10 * 2, lines[-1:]
-    ckpt = torch.load(run / 'learner' / 'learner_checkpoint.pt', weights_only=True)
-    critics, target = ckpt['rlpd']['critics'], ckpt['rlpd']['target']
-    # the target is a copy of the critics made at start and Polyak-averaged since: the critics' CNN moved
-    assert not torch.equal(critics['encoder.net.0.weight'], target['encoder.net.0.weight'])
-    from rl_traj_ros.policies.sac import SquashedGaussianActor
-    fresh = SquashedGaussianActor(21, 7, 2, 256, [0.025] * 6 + [1.0], use_images=True, seed=0).state_dict()
-    assert not torch.equal(ckpt['rlpd']['actor']['encoder.net.0.weight'], fresh['encoder.net.0.weight'])   # and the actor's
-    index = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())
-    rows = [load_trajectory(run / 'replay_buffer' / f'trajectory_{int(s):08d}.pt', 'pt') for s in index['trajectories']]
-    assert all(r['curr_obs/main_images'].shape[-3:] == (128, 128, 3) for r in rows)
-    assert max(int(r['versions'].max()) for r in rows) >= 1   # the image actor's versions acted
