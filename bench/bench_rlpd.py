@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 import yaml
@@ -43,19 +44,23 @@ from rl_traj_ros.rollout.evaluate import actor_critic_act, evaluate, sac_actor_a
 from rl_traj_ros.rollout.workers import sac_actor  # noqa: E402
 
 
-def config(tmp: Path, variant: str, snapshot_every: int, learner: dict) -> tuple[Path, Path]:
-    """The shipped demo and RLPD configs, with gym-hil's fixed cube for ``fixed`` and the
+def variant_config(src: Path, dst: Path, variant: str, learner: Optional[dict] = None) -> Path:
+    """A copy of a shipped config at ``dst`` with gym-hil's fixed cube for ``fixed`` and the
     learner's parameters overridden by ``learner`` (an ablation, e.g. normalize_states=false)."""
-    out = []
-    for name in ('sim_demos.yaml', 'sim_train_rlpd.yaml'):
-        c = yaml.safe_load((ROOT / 'config' / name).read_text())
-        if variant == 'fixed':
-            c['/**/franka_env_node']['ros__parameters']['state_split'] = ''
-        if '/**/learner_node' in c:
-            c['/**/learner_node']['ros__parameters'].update(snapshot_every=snapshot_every, **learner)
-        (tmp / name).write_text(yaml.safe_dump(c))
-        out.append(tmp / name)
-    return out[0], out[1]
+    c = yaml.safe_load(src.read_text())
+    if variant == 'fixed':
+        c['/**/franka_env_node']['ros__parameters']['state_split'] = ''
+    if learner and '/**/learner_node' in c:
+        c['/**/learner_node']['ros__parameters'].update(learner)
+    dst.write_text(yaml.safe_dump(c))
+    return dst
+
+
+def config(tmp: Path, variant: str, snapshot_every: int, learner: dict) -> tuple[Path, Path]:
+    """The shipped demo and RLPD configs for this variant."""
+    return tuple(variant_config(ROOT / 'config' / name, tmp / name, variant,
+                                {'snapshot_every': snapshot_every, **learner})
+                 for name in ('sim_demos.yaml', 'sim_train_rlpd.yaml'))
 
 
 def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episodes: int, max_snapshots: int,
@@ -63,15 +68,10 @@ def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episod
     """The PPO warm start of the same budget: behaviour cloning on ``demos`` expert episodes, then
     synchronous PPO over DDS; (wall-time curve, env-step curve) of held-out success."""
     from rl_traj_ros.policies.actor_critic import ActorCritic
-    configs = []
-    for src in (CONFIGS['pick'], ROOT / 'config' / 'sim_collect.yaml'):   # the fixed cube for both, as RLPD's
-        c = yaml.safe_load(src.read_text())
-        if variant == 'fixed':
-            c['/**/franka_env_node']['ros__parameters']['state_split'] = ''
-        configs.append(tmp / f'ppo_{src.name}')
-        configs[-1].write_text(yaml.safe_dump(c))
-    config = configs[0]
-    subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(configs[1]),
+    # the same cube as RLPD's for the demos and the training alike
+    config, demos_config = (variant_config(src, tmp / f'ppo_{src.name}', variant)
+                            for src in (CONFIGS['pick'], ROOT / 'config' / 'sim_collect.yaml'))
+    subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(demos_config),
                     '--in-process', '--no-images', '--episodes', str(demos), '--output-dir', str(tmp / 'ppo_demos')],
                    cwd=ROOT, check=True, capture_output=True)
     p = load_params(config, TRAIN_NODES)

@@ -37,8 +37,13 @@ def test_image_based_rlpd_learns_from_camera_demos_end_to_end(tmp_path):
     critics, target = ckpt['rlpd']['critics'], ckpt['rlpd']['target']
     # the target is a copy of the critics made at start and Polyak-averaged since: the critics' CNN moved
     assert not torch.equal(critics['encoder.net.0.weight'], target['encoder.net.0.weight'])
-    from rl_traj_ros.policies.sac import SquashedGaussianActor
-    fresh = SquashedGaussianActor(21, 7, 2, 256, [0.025] * 6 + [1.0], use_images=True, seed=0).state_dict()
+    from rl_traj_ros.params.policy_node import POLICY_NODE
+    from rl_traj_ros.params.spec import resolve
+    from rl_traj_ros.pipelines.sim_collect import load_params
+    from rl_traj_ros.pipelines.sim_train import TRAIN_NODES
+    from rl_traj_ros.rollout.workers import sac_actor
+    pp = resolve(POLICY_NODE, load_params(tmp_path / 'rlpd_images.yaml', TRAIN_NODES)['policy_node'])
+    fresh = sac_actor(pp).state_dict()   # the actor as this config initializes it (seeded)
     assert not torch.equal(ckpt['rlpd']['actor']['encoder.net.0.weight'], fresh['encoder.net.0.weight'])   # and the actor's
     index = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())
     rows = [load_trajectory(run / 'replay_buffer' / f'trajectory_{int(s):08d}.pt', 'pt') for s in index['trajectories']]

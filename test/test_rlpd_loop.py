@@ -135,4 +135,3 @@ def test_learner_on_another_host_survives_a_25s_link_cut(demos, tmp_path):
     acted = max(int(load_trajectory(tmp_path / 'replay_buffer' / f'trajectory_{int(s):08d}.pt', 'pt')['versions'].max())
                 for s in index['trajectories'])
     assert acted > at_cut  # weights published after the cut reached the policy once the link was back
-
