@@ -2,6 +2,7 @@
 
     ros2 launch rl_traj_ros sim_collect.launch.py num_env_nodes:=2 num_envs:=4 episodes:=20 \
         output_dir:=/data/run1 policy:=expert
+    ros2 launch rl_traj_ros sim_collect.launch.py policy:=lerobot checkpoint:=outputs/train/act/.../pretrained_model
 
 Same nodes and the same config/sim_collect.yaml as `python -m rl_traj_ros.cli run sim_collect`,
 and like it the launch ends by itself: exit 0 once the env nodes are done and the writer stored
@@ -23,7 +24,12 @@ ARGS = {
     'episodes': ('', "successful episodes to collect in total (empty: the YAML's target_successes per env node)"),
     'output_dir': ('', 'replay buffer and collected datasets go here '
                        '(default: outputs/sim_collect/<timestamp>/, new every run)'),
-    'policy': ('', "'expert' (scripted) or 'mlp' (empty: the YAML's policy)"),
+    'policy': ('', "'expert' (scripted), 'mlp' or 'lerobot' (with checkpoint; empty: the YAML's policy)"),
+    'checkpoint': ('', "policy lerobot: lerobot-train's .../checkpoints/<N>/pretrained_model, evaluated on held-out "
+                       'state ids'),
+    'observation': ('', "'state' or 'pixels' (proprioception + cameras, no cube position); empty: the YAML's, "
+                        "or with policy lerobot what the checkpoint was trained on"),
+    'eval_episodes': ('', 'policy lerobot: episodes to score (empty: 20)'),
     'steps': ('', 'training steps per env node (a cap; alone: run exactly this many, no success target)'),
     'image_obs': ('', "'true'/'false': render the two cameras (empty: the YAML's image_obs)"),
     'image_storage': ('', "'png' or 'video': how the LeRobot dataset stores camera streams (empty: the YAML's)"),
@@ -49,13 +55,17 @@ def _nodes(context):
         raise ValueError(f"image_obs must be 'true' or 'false', got {arg['image_obs']!r}")
     if arg['image_storage'] not in ('', 'png', 'video'):
         raise ValueError(f"image_storage must be 'png' or 'video', got {arg['image_storage']!r}")
+    if arg['observation'] not in ('', 'state', 'pixels'):
+        raise ValueError(f"observation must be 'state' or 'pixels', got {arg['observation']!r}")
     def number(k):
         return int(arg[k]) if arg[k] else None
     # the CLI's overrides, one by one: an empty argument keeps the YAML's value
     params = apply_overrides(load_params(arg['config']), n_env, num_envs=number('num_envs'),
                              episodes=number('episodes'), output_dir=arg['output_dir'], policy=arg['policy'] or None,
                              image_obs=None if not arg['image_obs'] else arg['image_obs'].lower() == 'true',
-                             steps=number('steps'), image_storage=arg['image_storage'] or None)
+                             steps=number('steps'), image_storage=arg['image_storage'] or None,
+                             checkpoint=arg['checkpoint'] or None, observation=arg['observation'] or None,
+                             eval_episodes=number('eval_episodes'))
     from rl_traj_ros.pipelines.launch_support import run_outputs, supervise
     env, banner = run_outputs('sim_collect', arg['output_dir'])
     services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',

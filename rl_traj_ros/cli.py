@@ -12,7 +12,8 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument('--envs', type=int, default=8)
     smoke.add_argument('--image-size', type=int, default=128)
     run = sub.add_parser('run', help='run a pipeline without launch (same nodes, same YAML)')
-    run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'sim_eval', 'real_collect', 'real_train'])
+    run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'sim_eval', 'real_collect', 'real_train',
+                                                'real_eval'])
     run.add_argument('--config', default=None, help='params YAML (default: config/sim_collect.yaml)')
     run.add_argument('--num-env-nodes', type=int, default=1)
     run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
@@ -20,7 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--steps', type=int, default=None, help='training steps per env node')
     run.add_argument('--output-dir', default=None,
                      help='sim_collect: default outputs/sim_collect/<timestamp>/ (+ a "latest" link), new every run')
-    run.add_argument('--policy', choices=['expert', 'mlp'], default=None)
+    run.add_argument('--policy', choices=['expert', 'mlp', 'lerobot'], default=None,
+                     help="sim_collect: the policy node's policy; 'lerobot' evaluates --checkpoint (a lerobot-train "
+                          'pretrained_model) on held-out state ids')
+    run.add_argument('--observation', choices=['state', 'pixels'], default=None,
+                     help="sim_collect: 'pixels' = proprioception + cameras, no cube position (default: the YAML's; "
+                          "with --policy lerobot: what the checkpoint was trained on)")
     run.add_argument('--image-obs', dest='image_obs', action='store_true', default=None)
     run.add_argument('--no-images', dest='image_obs', action='store_false')
     run.add_argument('--image-storage', choices=['png', 'video'], default=None,
@@ -41,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--num-learners', type=int, default=1,
                      help='sim_train: learner ranks (torch.distributed gloo), the collector routes rows to each')
     run.add_argument('--eval-episodes', type=int, default=0,
-                     help='sim_train: score the final weights on this many held-out episodes; sim_eval: how many')
-    run.add_argument('--checkpoint', default=None, help="sim_eval: a run's learner/ directory or checkpoint file")
+                     help='sim_train: score the final weights on this many held-out episodes; sim_eval, '
+                          'sim_collect --policy lerobot: how many (default 32, 20)')
+    run.add_argument('--checkpoint', default=None, help="sim_eval: a run's learner/ directory or checkpoint file; "
+                     "sim_collect/real_eval --policy lerobot: lerobot-train's .../checkpoints/<N>/pretrained_model")
     run.add_argument('--warm-start', default=None,
                      help='sim_train: behaviour-clone the actor on the LeRobot datasets under this directory first')
     run.add_argument('--quiet', action='store_true')
@@ -73,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         from .pipelines import real_train
         args.config = args.config or str(real_train.DEFAULT_CONFIG)
         return real_train.main(args)
+    if args.command == 'run' and args.pipeline == 'real_eval':
+        from .pipelines import real_eval
+        args.config = args.config or str(real_eval.DEFAULT_CONFIG)
+        return real_eval.main(args)
     if args.command == 'run':
         from .pipelines import sim_collect
         args.config = args.config or str(sim_collect.DEFAULT_CONFIG)

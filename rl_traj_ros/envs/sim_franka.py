@@ -6,6 +6,12 @@ images are on), ``main_images`` (front camera) and ``extra_view_images`` [1, H, 
 (wrist), ``task_descriptions``. Auto-resets SAME_STEP style: ``info['final_obs']`` holds the
 pre-reset observation of envs that finished, so CollectEpisode records episodes exactly.
 Rendering: shadows and MSAA off (7x faster with two cameras, research notes §4).
+
+Observation modes (``observation``): 'state' as above; 'pixels' what a real cell has, the
+proprioception (the first 18 states: joints, joint velocities, gripper, TCP) and the two
+cameras, no object state. The cube's position stays in the sim for reward, success and
+evaluation, and travels as ``privileged_states`` (all 21) for the scripted expert only: no
+learner or LeRobot policy reads that key.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ REACH_RADIUS = 0.02
 REACH_STEP_M = 0.025
 REACH_MAX_PENALTY = 0.5
 STATE_DIM = 21
+PROPRIO_DIM = 18  # the states without the cube's xyz (observation 'pixels')
+OBSERVATIONS = ('state', 'pixels')
 JOINTS = [f'joint{i}' for i in range(1, 8)]  # the MJCF's joint names
 STATE_NAMES = ([f'{j}.pos' for j in JOINTS] + [f'{j}.vel' for j in JOINTS] + ['gripper.pos']
                + [f'tcp.{a}' for a in 'xyz'] + [f'cube.{a}' for a in 'xyz'])
@@ -45,7 +53,16 @@ class SimFrankaVecEnv(BatchedEnv):
 
     def __init__(self, num_envs: int = 1, image_obs: bool = False, image_size: int = 128, seed: int = 0,
                  max_episode_steps: int = 100, states: Optional[StateIdTable] = None, state_split: str = 'train',
-                 env_offset: int = 0, total_envs: Optional[int] = None, task_id: int = 0):
+                 env_offset: int = 0, total_envs: Optional[int] = None, task_id: int = 0,
+                 observation: str = 'state'):
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+        if observation == 'pixels' and not image_obs:
+            raise ValueError("observation 'pixels' needs the cameras (image_obs true): without them the policy "
+                             'would see neither the cube nor its position')
+        self.pixels = observation == 'pixels'
+        if self.pixels:
+            self.state_names = STATE_NAMES[:PROPRIO_DIM]
         self.states, self.state_split = states, state_split
         self.task_ids = [self._check_task(task_id)] * num_envs
         if states is not None:
@@ -148,7 +165,8 @@ class SimFrankaVecEnv(BatchedEnv):
         agent = np.asarray(raw['agent_pos'], np.float32).copy()
         agent[14] = agent[14] / 255.0  # gripper command units -> [0, 1]
         cube = np.asarray(u._data.sensor('block_pos').data, np.float32)
-        out = {'states': np.concatenate([agent, cube]).astype(np.float32)}
+        full = np.concatenate([agent, cube]).astype(np.float32)
+        out = {'states': full[:PROPRIO_DIM].copy(), 'privileged_states': full} if self.pixels else {'states': full}
         if self.image_obs:
             out['main_images'] = np.asarray(raw['pixels']['front'], np.uint8)
             out['extra_view_images'] = np.asarray(raw['pixels']['wrist'], np.uint8)[None]
@@ -168,7 +186,8 @@ def sim_env_from_params(p: dict, env_rank: int = 0) -> SimFrankaVecEnv:
     return SimFrankaVecEnv(num_envs, bool(p.get('image_obs', False)), int(p.get('image_size', 128)),
                            int(p.get('seed', 0)), int(p.get('max_episode_steps', 100)), states=table,
                            state_split=split or 'train', env_offset=env_rank * num_envs,
-                           total_envs=num_envs * int(p.get('num_env_nodes', 1)), task_id=int(p.get('task_id', 0)))
+                           total_envs=num_envs * int(p.get('num_env_nodes', 1)), task_id=int(p.get('task_id', 0)),
+                           observation=str(p.get('observation', 'state')))
 
 
 class GymSimFranka(gym.Env):

@@ -188,6 +188,8 @@ class FrankaEnvNode(LifecycleNode):
             from ..envs.batched import BatchedEnv
             from ..envs.franky_env import FrankaFrankyEnv
             frames = self.cameras.frames if self.cameras is not None else None
+            if p['observation'] == 'pixels' and frames is None:
+                raise ValueError("observation 'pixels' needs camera_topics: the policy would act without seeing")
             if frames is not None:  # before the robot: a silent camera fails configure, robot untouched
                 self.cameras.wait_ready(p['camera_configure_timeout_s'])
             robots = [FrankaFrankyEnv(p['robot_ip'], list(p['target_ee_pose']), tuple(p['action_scale']),

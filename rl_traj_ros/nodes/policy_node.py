@@ -52,7 +52,8 @@ class PolicyNode(Node):
         self.create_timer(1.0, self._tick)
         self.counters = {'requests': 0, 'rejected': 0, 'policy_parts': 0, 'env_parts': 0, 'weight_updates': 0,
                          'weights_rejected': 0, 'waiting_for_weights': 0, 'model_version': p['model_version']}
-        self.get_logger().info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']})")
+        what = self.worker.model.describe() if hasattr(self.worker.model, 'describe') else p['policy']
+        self.get_logger().info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']}): {what}")
 
     def on_request(self, m: M.PolicyInput) -> None:
         self.counters['requests'] += 1
@@ -149,6 +150,7 @@ class PolicyNode(Node):
 
     def shutdown(self) -> None:
         wait_acked(self, (self.pub_action, self.pub_policy, self.pub_env))
+        self.worker.close()
         counters = {**self.counters, **self.gate.counters, 'resent': self.policy_out.resent + self.env_out.resent}
         self.get_logger().info(f'counters: {counters}, parts without a KeyAck: {len(self.policy_out)}')
         if len(self.policy_out):

@@ -4,7 +4,7 @@ from .spec import Param, pick
 
 ENV_NODE = {
     **pick(SHARED, 'diagnostics_period_s', 'num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch',
-           'image_size', 'num_env_nodes'),
+           'image_size', 'num_env_nodes', 'camera_names'),
     'autostart': Param(True, 'configure and activate at start-up; false: wait for lifecycle transitions '
                              '(ros2 lifecycle set, the real-robot launch)'),
     'env_rank': Param(0, 'global rank of this env worker (TrajectoryKey.env_rank)'),
@@ -12,8 +12,13 @@ ENV_NODE = {
     'num_steps': Param(1, 'training steps to run (with target_successes: a cap; 0 = none)', (0, 1 << 40)),
     'start_step': Param(0, 'first step_id (keys stay unique when a run appends to stored data)', (0, 1 << 40)),
     'target_successes': Param(0, 'stop at the next step boundary after this many successful episodes', (0, 1 << 40)),
+    'target_episodes': Param(0, 'stop at the next step boundary after this many episodes ended (evaluation; '
+                                '0 = no such stop)', (0, 1 << 40)),
     'seed': Param(0, 'env seed'),
     'image_obs': Param(False, 'render the front and wrist cameras'),
+    'observation': Param('state', "what the policy sees: 'state' (sim: 21 states with the cube's xyz; franky: its 21 "
+                                  "robot states) or 'pixels' (proprioception and cameras, no object state: sim 18 "
+                                  "states + cameras, needs image_obs; franky needs camera_topics)"),
     'max_episode_steps': Param(100, 'episode time limit (truncation)', (1, 1 << 30)),
     'state_split': Param('train', "sim: initial states from the state-id table's 'train' or held-out 'eval' "
                                   "ids, one per episode; '' = gym-hil's fixed start"),
@@ -66,7 +71,6 @@ ENV_NODE = {
                                        "is_success)"),
     'image_storage': Param('png', "'png' (lossless, inside the Parquet data) or 'video' (MP4, AV1 as "
                                   "lerobot 0.6.1 encodes it; v3.0 only)"),
-    'camera_names': Param(['front', 'wrist'], 'dataset camera names, main camera first (lerobot naming)'),
     'only_success': Param(False, 'CollectEpisode only_success'),
     'fps': Param(10, 'dataset fps', (1, 1000)),
     'finalize_interval': Param(20, 'CollectEpisode finalize_interval', (0, 1 << 30)),

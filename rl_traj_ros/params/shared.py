@@ -26,5 +26,7 @@ SHARED = {
                                      'dimension (env units: m per control step, 1 for a gripper command); one '
                                      'value: every dimension'),
     'use_images': Param(False, 'add a CNN over obs/main_images'),
+    'camera_names': Param(['front', 'wrist'], 'camera names, main camera first: the dataset\'s '
+                                              'observation.images.<camera> keys (lerobot naming)'),
     'collect_transitions': Param(False, 'keep curr_obs/next_obs (whole transitions) in the parts and trajectories'),
 }

@@ -50,10 +50,16 @@ def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = 
                     episodes: Optional[int] = None, output_dir: Optional[str] = None,
                     policy: Optional[str] = None, image_obs: Optional[bool] = None,
                     steps: Optional[int] = None, run_id: Optional[str] = None,
-                    image_storage: Optional[str] = None) -> dict:
+                    image_storage: Optional[str] = None, checkpoint: Optional[str] = None,
+                    observation: Optional[str] = None, eval_episodes: Optional[int] = None) -> dict:
     """Effective per-node parameters of one run. Every run gets a ``run_id`` (the collector
     stamps it into each TrajectoryId), so a restarted collector rebuilds the same identities
-    and a second run into the same buffer directory appends."""
+    and a second run into the same buffer directory appends.
+
+    ``policy`` 'lerobot' with a ``checkpoint`` is an evaluation: the env renders the cameras
+    at the checkpoint's image size, with the observation its ``observation.state`` was
+    recorded with (unless ``observation`` is given), on the held-out state ids, until
+    ``eval_episodes`` (20) episodes ended; every episode is recorded, failures too."""
     from ..data.identity import new_run_id
     p = copy.deepcopy(params)
     p['trajectory_collector_node']['run_id'] = run_id or p['trajectory_collector_node'].get('run_id') or new_run_id()
@@ -75,9 +81,40 @@ def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = 
         p['franka_env_node']['image_obs'] = image_obs
     if image_storage is not None:
         p['franka_env_node']['image_storage'] = image_storage
+    if p['policy_node'].get('policy') == 'lerobot':
+        pe = p['franka_env_node']
+        if not checkpoint and not p['policy_node'].get('checkpoint'):
+            raise ValueError("policy 'lerobot' needs --checkpoint: lerobot-train's .../checkpoints/<N>/pretrained_model")
+        if checkpoint:
+            p['policy_node']['checkpoint'] = str(Path(checkpoint).resolve())
+        seen = checkpoint_observation(p['policy_node']['checkpoint'])
+        p['policy_node']['camera_names'] = pe['camera_names'] = list(pe.get('camera_names') or ['front', 'wrist'])
+        pe.update(image_obs=True, observation=observation or seen['observation'], image_size=seen['image_size'],
+                  state_split='eval', target_successes=0, target_episodes=eval_episodes or 20, num_steps=0,
+                  only_success=False)
+        p['policy_node']['image_size'] = seen['image_size']
+    elif observation is not None:
+        p['franka_env_node']['observation'] = observation
+    if p['franka_env_node'].get('observation') == 'pixels':
+        from ..envs.sim_franka import PROPRIO_DIM
+        p['policy_node']['state_dim'] = PROPRIO_DIM
     p['trajectory_collector_node']['env_ranks'] = list(range(num_env_nodes))
     p['franka_env_node']['num_env_nodes'] = num_env_nodes
     return p
+
+
+def checkpoint_observation(checkpoint: str) -> dict:
+    """What the sim must send a LeRobot checkpoint, read from its config.json: 'pixels' when its
+    ``observation.state`` has the 18 proprioceptive values, 'state' for 21; the image size."""
+    import json
+    from ..envs.sim_franka import PROPRIO_DIM
+    from ..policies.lerobot_policy import IMAGE_PREFIX, STATE_KEY, pretrained_dir
+    feats = json.loads((pretrained_dir(checkpoint) / 'config.json').read_text()).get('input_features', {})
+    state = feats.get(STATE_KEY, {}).get('shape', [0])[0]
+    sizes = {f['shape'][1] for k, f in feats.items() if k.startswith(IMAGE_PREFIX)}
+    if len(sizes) > 1:
+        raise ValueError(f'checkpoint {checkpoint}: cameras of different sizes {sorted(sizes)}; the sim renders one')
+    return {'observation': 'pixels' if state == PROPRIO_DIM else 'state', 'image_size': sizes.pop() if sizes else 128}
 
 
 # -- in one process, no ROS ----------------------------------------------------------------------
@@ -171,6 +208,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
                                f'{learner.pending_steps if learner is not None else []})')
     loop = time.perf_counter() - t0  # like the env node's loop_s: without the final flush and close
     buffer.close()
+    policy.close()
     collector.acknowledge(sink.take_acks())
     for e in envs:
         e.close()
@@ -213,9 +251,14 @@ def main(args) -> int:
             return 2
     else:
         out = new_run_dir(DEFAULT_OUTPUT_ROOT)
-    params = apply_overrides(load_params(args.config), args.num_env_nodes, args.num_envs, args.episodes,
-                             str(out), args.policy, args.image_obs, args.steps,
-                             image_storage=args.image_storage)
+    try:
+        params = apply_overrides(load_params(args.config), args.num_env_nodes, args.num_envs, args.episodes,
+                                 str(out), args.policy, args.image_obs, args.steps,
+                                 image_storage=args.image_storage, checkpoint=args.checkpoint,
+                                 observation=args.observation, eval_episodes=args.eval_episodes or None)
+    except ValueError as e:
+        print(f'[sim_collect] refused: {e}', file=sys.stderr)
+        return 2
     print(f'[sim_collect] output: {out.resolve()}', flush=True)
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))
@@ -224,6 +267,9 @@ def main(args) -> int:
     rate = r['successes'] / r['episodes'] if r['episodes'] else 0.0
     print(f"\n[sim_collect] {r['episodes']} episodes, {r['successes']} successful ({rate:.0%}), "
           f"{r['chunks']} chunks in {r['wall_s']:.1f} s ({r['chunks'] / max(r['wall_s'], 1e-9):.1f} chunks/s)")
+    if params['franka_env_node'].get('state_split') == 'eval':
+        print(f"[sim_collect] held-out success: {r['successes']}/{r['episodes']} episodes ({rate:.0%}) of policy "
+              f"'{params['policy_node']['policy']}' on held-out state ids")
     print(f"[sim_collect] replay buffer: {out / 'replay_buffer'}")
     if params['franka_env_node'].get('collect_episodes'):
         for d in sorted((out / 'collected_data').glob('env_*')):

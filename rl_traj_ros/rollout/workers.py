@@ -41,6 +41,7 @@ class RolloutConfig:
     chunks_per_epoch: int = 10
     num_steps: int = 1            # training steps to run; with target_successes: at most this many (0 = no cap)
     target_successes: int = 0     # stop at the first step boundary after this many successful episodes
+    target_episodes: int = 0      # stop at the first step boundary after this many episodes ended (evaluation)
     seed: int = 0
     image_obs: bool = False
     image_size: int = 128
@@ -106,7 +107,8 @@ class EnvWorker:
                                    initial_transition=EnvTransition.zeros(cfg.num_envs, cfg.chunk, cfg.action_dim)
                                    if l == 0 else None)
             step += 1
-            done_target = cfg.target_successes and self.stats.successes >= cfg.target_successes
+            done_target = ((cfg.target_successes and self.stats.successes >= cfg.target_successes)
+                           or (cfg.target_episodes and self.stats.episodes >= cfg.target_episodes))
             if (cfg.num_steps and step - cfg.start_step >= cfg.num_steps) or done_target or self.should_stop():
                 break
         yield PolicyInput([], obs_to_torch(obs), prev)
@@ -193,6 +195,8 @@ class PolicyWorker:
         """Stage weights with their version; returns the first step_id they answer."""
         if version <= self.model_version:
             raise ValueError(f'model version {version} is not newer than the current {self.model_version}')
+        if not isinstance(self.model, torch.nn.Module):
+            raise ValueError('this policy serves a fixed checkpoint (policy lerobot): it takes no learner weights')
         own = self.model.state_dict()
         bad = {k for k in own if k not in state_dict or tuple(state_dict[k].shape) != tuple(own[k].shape)}
         bad |= set(state_dict) - set(own)
@@ -228,10 +232,13 @@ class PolicyWorker:
         if self.expert == 'zero':  # demonstrations: the operator's teleop actions replace these
             given = torch.zeros(b, self.model.chunk * self.model.action_dim)
         elif self.expert is not None:
-            states = req.obs['states'].numpy()
+            states = req.obs.get('privileged_states', req.obs['states']).numpy()  # the sim's truth (pixels)
             given = torch.from_numpy(np.stack([self.expert.act_chunk(states[i], self.model.chunk).reshape(-1)
                                                for i in range(b)])).clamp(-1.0, 1.0)
         model, version = self._for_step(req.sources[0].key.step_id)
+        if hasattr(model, 'new_episodes'):  # a policy with per-episode state (LeRobot's queues, ensembling)
+            done = req.env_part.transition.dones.any(1) if req.env_part is not None else torch.ones(b, dtype=bool)
+            model.new_episodes(torch.nonzero(done).flatten().tolist())
         actions, logp, values = model.act(req.obs, generator=g, actions=given)
         versions = torch.full((b, model.chunk), version, dtype=torch.int64)
         out = PolicyOutput({'action': actions}, logp, values, versions)
@@ -246,18 +253,33 @@ class PolicyWorker:
         values = model.values(resolved) if part.requires_inference else None
         return part.complete(req.obs, values, keep_next_obs=self.keep_next_obs)
 
+    def close(self) -> None:
+        """Ends what the model runs outside this process (LeRobot's inference process)."""
+        if hasattr(self.model, 'close'):
+            self.model.close()
+
     def handle(self, req: PolicyInput) -> tuple[Optional[ActionChunk], Optional[PolicyPart], Optional[EnvPart]]:
         chunk, pol = self.infer(req) if req.sources else (None, None)
         return chunk, pol, self.complete(req)
+
+
+POLICIES = ('expert', 'mlp', 'sac', 'zero', 'lerobot')
 
 
 def make_policy_worker(params: dict) -> PolicyWorker:
     """The policy node's worker from its parameters (the node and the in-process run share it;
     what ``params`` leaves out takes the node's default from its spec)."""
     pp = resolve(POLICY_NODE, params)
-    if pp['policy'] not in ('expert', 'mlp', 'sac', 'zero'):
-        raise ValueError(f"policy must be 'expert', 'mlp', 'sac' or 'zero', got {pp['policy']!r}")
+    if pp['policy'] not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(map(repr, POLICIES))}, got {pp['policy']!r}")
     device = pp['device']
+    if pp['policy'] == 'lerobot':  # the checkpoint runs in LeRobot's own process, on its own device
+        from ..policies.lerobot_policy import LeRobotPolicy
+        if not pp['checkpoint']:
+            raise ValueError("policy 'lerobot' needs checkpoint: lerobot-train's .../checkpoints/<N>/pretrained_model")
+        model = LeRobotPolicy(pp['checkpoint'], pp['chunk'], pp['action_dim'], pp['camera_names'],
+                              pp['lerobot_python'], device, pp['temporal_ensemble_coeff'], pp['seed'])
+        return PolicyWorker(model, None, pp['seed'], pp['collect_transitions'], pp['model_version'])
     if device.startswith('cuda') and not torch.cuda.is_available():
         raise ValueError(f'device {device!r} requested but CUDA is not available')
     if pp['policy'] == 'sac':
