@@ -15,6 +15,7 @@ import torch
 pytest.importorskip('franky')
 pytest.importorskip('franky_sim')
 
+from lerobot_tools import needs_lerobot, train_tiny_act  # noqa: E402
 from rosutil import ROOT, owns_socket, ros_process, stop_process, tcp_listener_inode  # noqa: E402
 
 def _free_host() -> str:
@@ -239,3 +240,44 @@ def test_real_collect_launch_file_loads():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.generate_launch_description().entities
+
+
+@needs_lerobot
+def test_real_eval_runs_a_lerobot_checkpoint_with_the_operator_able_to_take_over(franky_sim, collected, tmp_path):
+    """The README's robot line: ACT trained by stock lerobot-train on real_collect's dataset (two
+    cameras), run by `run real_eval` against franky-sim with the camera stand-ins and the scripted
+    SpaceMouse: the checkpoint acts where the operator is idle, the operator's active device
+    replaces its actions, and both are recorded (replay buffer flags, LeRobot is_intervention)."""
+    ds = collected[0] / 'logs' / 'latest' / 'collected_data' / 'env_0'
+    checkpoint = train_tiny_act(ds, tmp_path / 'act')
+    port = 26500 + os.getpid() % 400
+    import yaml
+    from rl_traj_ros.pipelines.real_eval import DEFAULT_CONFIG
+    config = tmp_path / 'real_eval.yaml'  # the stand-ins' tolerance as in `collected`; short episodes
+    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'camera_sync_tolerance_s': 0.3,
+                                      'max_episode_steps': 40}))
+    out = tmp_path / 'logs'
+    cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_eval', '--config', str(config), '--robot-ip',
+           franky_sim, '--checkpoint', str(checkpoint), '--eval-episodes', '2', '--log-dir', str(out),
+           '--hid-udp-port', str(port), '--camera', 'front=/re_cam/front/image_raw',
+           '--camera', 'wrist=/re_cam/wrist/image_raw/compressed', '--quiet']
+    cams = ['test/camera_standin.py', '--width', '320', '--height', '240']
+    # the operator holds the TCP at home (0.554, 0, 0.521): idle while the checkpoint keeps it there, it takes over
+    # as soon as the checkpoint's actions move it more than 6 mm away
+    with ros_process(['test/spacemouse_operator.py', str(port), '0.554', '0.0', '0.521']), \
+            ros_process([*cams, '--topic', '/re_cam/front/image_raw'], ready_line='[camera_standin]'), \
+            ros_process([*cams, '--topic', '/re_cam/wrist/image_raw/compressed'], ready_line='[camera_standin]'):
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert '[real_eval] 2 episodes, 0 successful' in r.stdout, r.stdout[-2000:]  # the target is never reached
+    run = (out / 'latest').resolve()
+    from rl_traj_ros.storage.files import load_trajectory
+    ids = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())['trajectory_ids']
+    rows = [load_trajectory(run / 'replay_buffer' / f'trajectory_{i:08d}.pt', 'pt') for i in ids]
+    flags = torch.cat([d['intervene_flags'].reshape(-1) for d in rows])
+    assert bool(flags.any()) and not bool(flags.all()), flags  # the operator took over, the checkpoint acted too
+    import pyarrow.parquet as pq
+    frames = pq.read_table(run / 'collected_data' / 'env_0' / 'data' / 'chunk-000' / 'file-000.parquet').to_pylist()
+    marks = {row['complementary_info.is_intervention'][0] if isinstance(row['complementary_info.is_intervention'], list)
+             else row['complementary_info.is_intervention'] for row in frames}
+    assert marks == {0.0, 1.0}, marks
