@@ -136,9 +136,9 @@ def test_stock_lerobot_trains_on_the_sim_pipelines_dataset(sim_datasets, lerobot
     assert SIM_ENTITIES <= viz_entities(lerobot_bin, ds, tmp_path)
 
 
-def readme_lerobot_block() -> str:
+def readme_lerobot_block(marker: str = 'lerobot-commands') -> str:
     readme = (ROOT / 'README.md').read_text()
-    after = readme.split('<!-- lerobot-commands:', 1)[1]
+    after = readme.split(f'<!-- {marker}:', 1)[1]
     block = after.split('```bash\n', 1)[1].split('```', 1)[0]
     return '\n'.join(line[2:] if line.startswith('  ') else line for line in block.splitlines())
 
@@ -178,3 +178,15 @@ def test_real_collect_with_cameras_trains_act_and_diffusion_as_the_readme_says(f
                              check=True).stdout
     assert {'/observation.images.front', '/observation.images.wrist', '/action', '/state'} <= set(
         re.findall(r'(/(?:action|state|observation\.images\.[a-z]+))\b', printed))
+
+
+def test_readme_lerobot_policy_commands_run_as_written(lerobot_bin, tmp_path):
+    """The README's three sim commands as written: pixels demos over DDS, stock lerobot-train ACT,
+    the checkpoint through the policy node on held-out states (a few steps and episodes)."""
+    env = {**os.environ, 'OUT': str(tmp_path / 'out'), 'EPISODES': '2', 'STEPS': '4', 'EVAL_EPISODES': '2',
+           'HF_HOME': str(tmp_path / 'hf'), 'WANDB_MODE': 'disabled'}
+    r = subprocess.run(['bash', '-euo', 'pipefail', '-c', readme_lerobot_block('lerobot-policy-commands')], cwd=ROOT,
+                       capture_output=True, text=True, env=env, timeout=1200)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert re.search(r'held-out success: \d+/[23] episodes', r.stdout), r.stdout[-3000:]
+    assert "policy 'lerobot' ready (C=4, A=7): LeRobot act from" in r.stdout

@@ -9,6 +9,12 @@ if [ "$(id -u)" = 0 ] && ! command -v nft >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq nftables) >/dev/null 2>&1 \
     || echo "[test] could not install nftables; the packet-loss test will skip" >&2
 fi
+# LeRobot 0.6.1 (Python 3.12, its own venv, ~3.7 GB once): policy 'lerobot' runs checkpoints in it and its
+# tests compare with stock LeRobot; RL_TRAJ_ROS_LEROBOT=0 leaves it out (those tests then skip, named).
+if [ "${RL_TRAJ_ROS_LEROBOT:-}" != 0 ]; then
+  bash "$ROOT/tools/lerobot_venv.sh" >/dev/null \
+    || echo "[test] could not make the LeRobot venv (tools/lerobot_venv.sh); its tests will skip" >&2
+fi
 # shellcheck source=/dev/null
 . "$ROOT/env.sh"
 cd "$ROOT"

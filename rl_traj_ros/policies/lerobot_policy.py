@@ -38,9 +38,10 @@ IMAGE_PREFIX = 'observation.images.'
 
 
 def default_python() -> Path:
-    """Where ``tools/lerobot_venv.sh`` puts the LeRobot venv (its own default)."""
+    """Where ``tools/lerobot_venv.sh`` puts the LeRobot venv ($RL_TRAJ_ROS_LEROBOT_VENV or its default)."""
     cache = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
-    return Path(cache) / 'rl_traj_ros' / 'venv-lerobot-0.6.1' / 'bin' / 'python'
+    venv = os.environ.get('RL_TRAJ_ROS_LEROBOT_VENV') or os.path.join(cache, 'rl_traj_ros', 'venv-lerobot-0.6.1')
+    return Path(venv) / 'bin' / 'python'
 
 
 def find_python(given: str = '') -> Path:
