@@ -145,7 +145,7 @@ def test_the_mixer_draws_half_online_half_demo_rows():
     assert out['src'].shape == (256, 1) and int((out['src'] == 0).sum()) == 128
     assert DemoOnlineMixer(online, demos, 0.25).split(256) == (64, 192)
     empty = TrajectoryReplayBuffer(sample_window_size=0)
-    assert DemoOnlineMixer(empty, demos).split(10) == (0, 10) and DemoOnlineMixer(online, empty).split(10) == (10, 0)
+    assert DemoOnlineMixer(empty, demos, 0.5).split(10) == (0, 10) and DemoOnlineMixer(online, empty, 0.5).split(10) == (10, 0)
 
 
 def test_states_are_standardized_alike_in_actor_critics_and_targets_and_travel_with_the_weights():
@@ -247,7 +247,7 @@ def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_d
     actor = SquashedGaussianActor(1, 1, chunk, hidden=32, action_scale=[scale], seed=0)
     u = RLPDUpdater(actor, CriticEnsemble(1, 1, chunk, members=4, hidden=32),
                     RLPDConfig(batch_size=64, gamma=gamma, critic_subsample=2, init_temperature=0.05), seed=0)
-    mixer = DemoOnlineMixer(online, demos)
+    mixer = DemoOnlineMixer(online, demos, 0.5)
     g = torch.Generator().manual_seed(3)
 
     def act(x, deterministic=False):

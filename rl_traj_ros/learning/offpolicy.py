@@ -27,19 +27,19 @@ from ..storage.layout import flatten_trajectory
 from ..storage.mixer import DemoOnlineMixer
 from ..storage.replay_buffer import TrajectoryReplayBuffer
 from .learner import Update, read_checkpoint, write_checkpoint
-from .rlpd import RLPDUpdater
+from .rlpd import RLPDUpdater, rlpd_default
 from .transitions import check_rows, to_transitions
 
 
 @dataclass
 class OffPolicyConfig:
-    utd_ratio: float = 1.0            # critic steps per new control step of online data, at most
-    online_ratio: float = 0.5         # of each batch; the rest from the demonstrations
-    min_online_steps: int = 0         # control steps of online data before the first step
-    publish_every: int = 50           # gradient steps between weight versions
-    publish_period_s: float = 0.0     # > 0: also publish after this long with new steps
-    online_window: int = 0            # online buffer: the newest N trajectories (0 = all)
-    normalize_states: bool = True     # standardize states by the demonstrations' statistics
+    utd_ratio: float = rlpd_default('utd_ratio')            # critic steps per new online control step, at most
+    online_ratio: float = rlpd_default('online_ratio')      # of each batch; the rest from the demonstrations
+    min_online_steps: int = rlpd_default('min_online_steps')  # online control steps before the first step
+    publish_every: int = rlpd_default('publish_every')      # gradient steps between weight versions
+    publish_period_s: float = rlpd_default('publish_period_s')  # > 0: also publish after this long
+    online_window: int = rlpd_default('online_window')      # online buffer: the newest N trajectories (0 = all)
+    normalize_states: bool = rlpd_default('normalize_states')  # standardize states by the demos' statistics
     success_reward: float = 0.5
     run_id: str = ''
 

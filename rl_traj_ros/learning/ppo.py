@@ -121,7 +121,8 @@ def training_batch(traj: Trajectory, action_dim: int, gamma: float = GAMMA, gae_
 
 
 def _default(name: str):
-    return LEARNER_NODE[name].default
+    """PPO's default of a learner_node parameter (params/learner_node.py: the one source)."""
+    return LEARNER_NODE[name].default_for('ppo')
 
 
 @dataclass

@@ -20,25 +20,33 @@ from typing import Optional
 import torch
 from torch.nn import functional as F
 
+from ..params.learner_node import LEARNER_NODE
 from ..policies.sac import CriticEnsemble, SquashedGaussianActor
 from .transitions import TransitionBatch
 
 
+def rlpd_default(name: str):
+    """RLPD's default of a learner_node parameter (params/learner_node.py: the one source)."""
+    return LEARNER_NODE[name].default_for('rlpd')
+
+
 @dataclass
 class RLPDConfig:
-    batch_size: int = 256
-    gamma: float = 0.97               # per control step
-    tau: float = 0.005
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    temperature_lr: float = 3e-4
-    init_temperature: float = 0.01
+    """RLPD's settings; defaults are the learner node's for ``algorithm: rlpd`` (``params/``)."""
+
+    batch_size: int = rlpd_default('batch_size')
+    gamma: float = rlpd_default('gamma')               # per control step
+    tau: float = rlpd_default('tau')
+    actor_lr: float = rlpd_default('lr')
+    critic_lr: float = rlpd_default('lr')
+    temperature_lr: float = rlpd_default('lr')
+    init_temperature: float = rlpd_default('init_temperature')
     target_entropy: Optional[float] = None   # None: -|A|/2, |A| = chunk x action_dim
-    num_critics: int = 10
-    critic_subsample: int = 2
-    critic_actor_ratio: int = 2
-    backup_entropy: bool = False
-    grad_clip: float = 10.0
+    num_critics: int = rlpd_default('num_critics')
+    critic_subsample: int = rlpd_default('critic_subsample')
+    critic_actor_ratio: int = rlpd_default('critic_actor_ratio')
+    backup_entropy: bool = rlpd_default('backup_entropy')
+    grad_clip: float = rlpd_default('max_grad_norm')
     image_pad: int = 4
 
 

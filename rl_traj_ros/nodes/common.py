@@ -9,7 +9,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
 from ..params.shared import SHARED
-from ..params.spec import Spec
+from ..params.spec import SELECTORS, Spec
 from .stop_signals import install as install_stop_signals
 
 TOPICS = {
@@ -40,15 +40,23 @@ def declare(node: Node, spec: Spec) -> dict[str, Any]:
     rclpy refuses a value outside it at start-up, with the parameter's name."""
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange
     spec = {'topic_prefix': SHARED['topic_prefix'], **spec}
+    choice = None  # the algorithm (policy) first: it picks the defaults of the others (Param.per)
+    for name in SELECTORS:
+        if name in spec:
+            choice = node.declare_parameter(name, spec[name].default, ParameterDescriptor(
+                description=spec[name].description, read_only=True)).value
+            break
     for name, p in spec.items():
-        desc = ParameterDescriptor(description=p.description, read_only=p.read_only)
+        if node.has_parameter(name):
+            continue
+        desc = ParameterDescriptor(description=p.describe(), read_only=p.read_only)
         if p.range is not None and not isinstance(p.default, bool):
             lo, hi = p.range
             if isinstance(p.default, int):
                 desc.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=1)]
             elif isinstance(p.default, float):
                 desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
-        node.declare_parameter(name, p.default, desc)
+        node.declare_parameter(name, p.default_for(choice), desc)
     return {name: node.get_parameter(name).value for name in spec}
 
 

@@ -1,4 +1,4 @@
-"""Parameters of ``learner_node`` (PPO)."""
+"""Parameters of ``learner_node`` (PPO or RLPD: ``algorithm`` picks the defaults marked ``per``)."""
 from .shared import SHARED
 from .spec import Param, pick
 
@@ -20,7 +20,7 @@ LEARNER_NODE = {
     'value_clip': Param(0.2, 'value clip (<= 0: unclipped value loss)', (0.0, 1000.0)),
     'entropy_coef': Param(0.0, 'entropy bonus', (0.0, 10.0)),
     'value_coef': Param(0.5, 'value loss weight', (0.0, 100.0)),
-    'max_grad_norm': Param(0.5, 'gradient clipping', (0.0, 1e6)),
+    'max_grad_norm': Param(0.5, 'gradient clipping (global norm)', (0.0, 1e6), per={'rlpd': 10.0}),
     'target_kl': Param(0.0, 'stop an update\'s epochs once approx KL > 1.5x this (0 = off)', (0.0, 10.0)),
     'normalize_advantages': Param(True, 'whiten the advantages of each update'),
     'critic_warmup': Param(0, 'the first N updates train the critic only (a warm-started actor '
@@ -55,7 +55,8 @@ LEARNER_NODE = {
     'critic_subsample': Param(2, 'rlpd: target critics sampled for the min', (1, 1000)),
     'tau': Param(0.005, 'rlpd: Polyak factor of the target critics', (0.0, 1.0)),
     'init_temperature': Param(0.01, 'rlpd: initial entropy temperature alpha', (1e-8, 100.0)),
-    'target_entropy': Param(0.0, 'rlpd: target entropy; 0: -|A|/2 over the chunk\'s action entries', (-1e6, 1e6)),
+    'target_entropy': Param(float('nan'), "rlpd: target entropy; NaN (.nan in YAML): -|A|/2 over the chunk's "
+                                          'action entries (any number, 0 too, is taken as it is)'),
     'backup_entropy': Param(False, 'rlpd: subtract alpha log pi in the critic target (SAC; RLPD leaves it out)'),
     'min_online_steps': Param(0, 'rlpd: online control steps before the first gradient step', (0, 1 << 40)),
     'publish_every': Param(50, 'rlpd: gradient steps between weight versions', (1, 1 << 30)),

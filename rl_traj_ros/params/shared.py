@@ -1,7 +1,8 @@
 """Parameters that several nodes declare: one meaning, one default, one range."""
 from .spec import Param
 
-GAMMA = 0.99        # the discount every config and factory defaults to
+GAMMA = 0.99        # the discount every config and factory defaults to (PPO's)
+RLPD_GAMMA = 0.97   # RLPD's, per control step
 GAE_LAMBDA = 0.95
 
 SHARED = {
@@ -13,10 +14,11 @@ SHARED = {
     'action_dim': Param(7, 'A: actions per control step ([dx, dy, dz, drx, dry, drz, gripper])', (1, 64)),
     'num_epochs': Param(1, 'E: rollout epochs per training step', (1, 1024)),
     'chunks_per_epoch': Param(10, 'L: chunks per epoch', (1, 100000)),
-    'gamma': Param(GAMMA, 'discount', (0.0, 1.0)),
+    'gamma': Param(GAMMA, 'discount', (0.0, 1.0), per={'rlpd': RLPD_GAMMA}),
     'gae_lambda': Param(GAE_LAMBDA, 'GAE lambda', (0.0, 1.0)),
     'state_dim': Param(21, 'length of obs/states', (1, 1 << 20)),
-    'hidden': Param(128, 'hidden width of the actor-critic MLP', (1, 1 << 16)),
+    'hidden': Param(128, "hidden width of the MLPs (PPO's actor-critic; RLPD's actor and critics)", (1, 1 << 16),
+                    per={'rlpd': 256, 'sac': 256}),
     'image_size': Param(128, 'camera height and width', (16, 4096)),
     'resend_after_s': Param(30.0, 'resend what the consumer has not acknowledged after this long', (0.1, 86400.0)),
     'diagnostics_period_s': Param(1.0, 'progress on /diagnostics every this many seconds (0 = only at exit)',

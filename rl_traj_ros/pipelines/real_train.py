@@ -18,6 +18,7 @@ import yaml
 
 from ..data.identity import new_run_id
 from ..params.paths import config_path
+from ..params.shared import SHARED
 from . import real_collect as rc
 
 DEFAULT_CONFIG = config_path('real_train.yaml')
@@ -48,9 +49,11 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
     params['franka_env_node'].update(teleop_only=False, require_teleop=True, target_successes=0,
                                      num_steps=int(cfg.get('num_steps', 0)))  # steps of chunks_per_epoch (10) chunks
     lc = dict(cfg.get('learner') or {})
-    shared = {'gamma': float(lc.pop('gamma', 0.97)), 'sac_action_scale': [1.0] * action_dim}
+    shared = {'gamma': float(lc.pop('gamma', SHARED['gamma'].default_for('rlpd'))),
+              'sac_action_scale': [1.0] * action_dim}
     lag = int(cfg.get('max_version_lag', -1))
-    params['policy_node'].update(policy='sac', hidden=int(lc.get('hidden', 256)), collect_transitions=True,
+    params['policy_node'].update(policy='sac', hidden=int(lc.get('hidden', SHARED['hidden'].default_for('sac'))),
+                                 collect_transitions=True,
                                  max_version_lag=lag if lag >= 0 else WAIT_FOR_FIRST_WEIGHTS,
                                  sac_action_scale=shared['sac_action_scale'])
     params['trajectory_collector_node'].update(mode='rollout', only_success=False, auto_reset=True,

@@ -9,6 +9,7 @@ the reference for the end-to-end test and the no-ROS baseline of the benchmark.
 from __future__ import annotations
 
 import copy
+import math
 
 import time
 from dataclasses import dataclass, field
@@ -339,7 +340,8 @@ def make_offpolicy_learner(p: dict):
         raise ValueError('algorithm rlpd runs one learner (num_actors 1)')
     cfg = RLPDConfig(batch_size=p['batch_size'], gamma=p['gamma'], tau=p['tau'], actor_lr=p['lr'], critic_lr=p['lr'],
                      temperature_lr=p['lr'], init_temperature=p['init_temperature'],
-                     target_entropy=p['target_entropy'] or None, num_critics=p['num_critics'],
+                     target_entropy=None if math.isnan(p['target_entropy']) else p['target_entropy'],
+                     num_critics=p['num_critics'],
                      critic_subsample=p['critic_subsample'], critic_actor_ratio=p['critic_actor_ratio'],
                      backup_entropy=p['backup_entropy'], grad_clip=p['max_grad_norm'])
     critics = CriticEnsemble(p['state_dim'], p['action_dim'], p['chunk'], cfg.num_critics, p['hidden'],

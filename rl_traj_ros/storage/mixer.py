@@ -13,7 +13,7 @@ import torch
 
 
 class DemoOnlineMixer:
-    def __init__(self, online, demos, online_ratio: float = 0.5):
+    def __init__(self, online, demos, online_ratio: float):
         if not 0.0 <= online_ratio <= 1.0:
             raise ValueError(f'online_ratio must be in [0, 1], got {online_ratio}')
         self.online, self.demos, self.online_ratio = online, demos, online_ratio

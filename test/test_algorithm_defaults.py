@@ -1,0 +1,70 @@
+"""Each algorithm's defaults from one place (params/): a learner node started with nothing but
+``algorithm:=rlpd`` trains RLPD with RLPD's discount, gradient clip, width and target entropy,
+not PPO's; the policy node's 'sac' actor has the RLPD learner's width."""
+import math
+
+import pytest
+import rclpy
+from rcl_interfaces.srv import DescribeParameters, GetParameters
+from rclpy.executors import SingleThreadedExecutor
+
+from rl_traj_ros.params.learner_node import LEARNER_NODE
+from rl_traj_ros.params.policy_node import POLICY_NODE
+from rl_traj_ros.params.spec import resolve
+from rosutil import ros_process, spin_until
+
+RLPD = {'gamma': 0.97, 'max_grad_norm': 10.0, 'hidden': 256}
+PPO = {'gamma': 0.99, 'max_grad_norm': 0.5, 'hidden': 128}
+
+
+def test_resolve_picks_the_algorithms_defaults():
+    for algorithm, want in (('rlpd', RLPD), ('ppo', PPO)):
+        p = resolve(LEARNER_NODE, {'algorithm': algorithm})
+        assert {k: p[k] for k in want} == want, algorithm
+    assert {k: resolve(LEARNER_NODE, {})[k] for k in PPO} == PPO  # the spec's own default algorithm
+    assert resolve(LEARNER_NODE, {'algorithm': 'rlpd', 'gamma': 0.9})['gamma'] == 0.9  # given wins
+    assert resolve(POLICY_NODE, {'policy': 'sac'})['hidden'] == 256
+    assert resolve(POLICY_NODE, {'policy': 'mlp'})['hidden'] == 128
+    assert '0.97 for rlpd' in LEARNER_NODE['gamma'].describe()
+
+
+def test_learners_built_without_a_yaml_use_their_own_defaults():
+    from rl_traj_ros.rollout.workers import make_learner, make_policy_worker
+    rlpd = make_learner({'algorithm': 'rlpd'})
+    cfg = rlpd.updater.cfg
+    assert (cfg.gamma, cfg.grad_clip, cfg.target_entropy) == (0.97, 10.0, None)
+    assert rlpd.updater.target_entropy == -7 * 4 / 2  # -|A|/2 over the chunk's entries
+    assert rlpd.updater.actor.mean.in_features == 256
+    assert make_policy_worker({"policy": "sac"}).model.mean.in_features == 256  # acts with the learner's shape
+    zero = make_learner({'algorithm': 'rlpd', 'target_entropy': 0.0})
+    assert zero.updater.target_entropy == 0.0  # a target of 0 is a target, not 'automatic'
+    ppo = make_learner({})
+    assert (ppo.cfg.gamma, ppo.updater.cfg.max_grad_norm) == (0.99, 0.5)
+
+
+def test_learner_node_started_with_only_the_algorithm_declares_rlpds_defaults():
+    with ros_process(['-m', 'rl_traj_ros.nodes.learner_node', '--ros-args', '-p', 'algorithm:=rlpd'],
+                     ready_line='learner ready', timeout=60):
+        ctx = rclpy.Context()
+        rclpy.init(context=ctx)
+        node = rclpy.create_node('param_reader', context=ctx)
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(node)
+        try:
+            names = ['gamma', 'max_grad_norm', 'hidden', 'target_entropy']
+            get = node.create_client(GetParameters, '/learner_node/get_parameters')
+            assert get.wait_for_service(timeout_sec=20)
+            fut = get.call_async(GetParameters.Request(names=names))
+            assert spin_until(ex, fut.done, 20)
+            v = fut.result().values
+            got = {'gamma': v[0].double_value, 'max_grad_norm': v[1].double_value, 'hidden': v[2].integer_value}
+            assert got == RLPD and math.isnan(v[3].double_value)
+            desc = node.create_client(DescribeParameters, '/learner_node/describe_parameters')
+            assert desc.wait_for_service(timeout_sec=20)
+            fut = desc.call_async(DescribeParameters.Request(names=['gamma']))
+            assert spin_until(ex, fut.done, 20)
+            assert '0.97 for rlpd' in fut.result().descriptors[0].description  # ros2 param describe says so
+        finally:
+            ex.shutdown()
+            node.destroy_node()
+            ctx.try_shutdown()
