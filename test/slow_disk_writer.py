@@ -1,11 +1,12 @@
 """The replay-buffer writer node on a slow disk: each trajectory file write sleeps first
-(``SLOW_DISK_S`` seconds). A test's variant of the node, run by ``faults.FaultRun``."""
+(``SLOW_DISK_S`` seconds). A test's variant of the node, run by ``faults.FaultRun``: the node
+module's storage class is replaced in this process only (production code has no hook for it)."""
 import os
 import sys
 import time
 
+from rl_traj_ros.nodes import replay_buffer_writer_node as writer_module
 from rl_traj_ros.nodes.common import run_node
-from rl_traj_ros.nodes.replay_buffer_writer_node import ReplayBufferWriterNode
 from rl_traj_ros.storage.files import TrajectoryFiles
 
 DELAY_S = float(os.environ.get('SLOW_DISK_S', '1.5'))
@@ -18,4 +19,5 @@ class SlowDisk(TrajectoryFiles):
 
 
 if __name__ == '__main__':
-    raise SystemExit(run_node(lambda: ReplayBufferWriterNode(storage_type=SlowDisk), sys.argv))
+    writer_module.TrajectoryFiles = SlowDisk
+    raise SystemExit(run_node(writer_module.ReplayBufferWriterNode, sys.argv))

@@ -159,7 +159,6 @@ def test_cameras_over_dds_sync_encodings_drop_slow_late_depth(rclpy_context):
                     stamp, img = good.frames.frame(name, t_state)
                     got = standin.decode(img)
                     assert got['stamp_s'] == pytest.approx(stamp, abs=1e-3), name  # the pixels are that frame
-                    assert abs(got['stamp_s'] - t_state) <= 0.3, name
                     if name != 'mono':
                         assert got['rgb_order'] is True, name  # BGR is converted, JPEG decoded as RGB
                     offsets.append(t_state - got['stamp_s'])

@@ -14,7 +14,7 @@ pytest.importorskip('pinocchio')
 
 from rl_traj_ros import msg as M  # noqa: E402
 from rl_traj_ros.ros.qos import SIDE_QOS, TELEOP_QOS  # noqa: E402
-from rl_traj_ros.teleop.dxl_emulator import DynamixelEmulator  # noqa: E402
+from dxl_emulator import DynamixelEmulator  # noqa: E402
 from rl_traj_ros.teleop.gello import (HOME, FrankaKinematics, GelloConfig, GelloReader, GelloTeleop,  # noqa: E402
                                       calibrate_offsets)
 

@@ -3,6 +3,7 @@
 node sampling the squashed-Gaussian actor, collector, writer, learner node training between
 messages and publishing versions asynchronously)."""
 import json
+import math
 import subprocess
 import sys
 
@@ -71,7 +72,9 @@ def test_rlpd_trains_from_demos_and_online_data_and_the_policy_acts_with_its_ver
     last = lines[-1]
     for k in ('critic_loss', 'actor_loss', 'q_mean', 'temperature', 'entropy', 'utd', 'updates_per_s', 'online_rows',
               'demo_rows', 'intervention_rate', 'success_rate', 'env_steps'):
-        assert k in last, k
+        assert math.isfinite(last[k]), (k, last)
+    assert last['temperature'] > 0 and last['updates_per_s'] > 0 and 0.0 <= last['success_rate'] <= 1.0
+    assert last['env_steps'] >= last['online_rows'] and lines[0]['critic_loss'] != last['critic_loss']
     base = load_demos(demos).total_samples
     assert 0 < last['online_rows'] <= 5 * 10 * 2                         # one row per (chunk, env)
     assert 0 < last['utd'] <= 1.0                                         # within the utd_ratio budget
@@ -79,6 +82,14 @@ def test_rlpd_trains_from_demos_and_online_data_and_the_policy_acts_with_its_ver
     ckpt = torch.load(run / 'learner' / 'learner_checkpoint.pt', weights_only=True)
     assert ckpt['algorithm'] == 'rlpd' and ckpt['version'] >= lines[-1]['version']
     assert {'actor', 'critics', 'target', 'log_alpha', 'actor_opt', 'critic_opt', 'alpha_opt'} <= set(ckpt['rlpd'])
+    # the gradient steps moved the actor away from the seeded version 0 the policy node started with
+    from rl_traj_ros.params.policy_node import POLICY_NODE
+    from rl_traj_ros.params.spec import resolve
+    from rl_traj_ros.rollout.workers import sac_actor
+    p0 = resolve(POLICY_NODE, {**cfg['/**']['ros__parameters'], **cfg['/**/policy_node']['ros__parameters']})
+    init = sac_actor(p0).state_dict()
+    trained = ckpt['rlpd']['actor']
+    assert any(not torch.equal(trained[k], v) for k, v in init.items() if k.startswith(('body', 'mean')))
     # later steps were answered by the published versions
     index = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())
     versions, intervened = {}, 0

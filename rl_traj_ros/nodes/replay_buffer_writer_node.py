@@ -26,15 +26,13 @@ from .common import declare, diagnostics_publisher, run_node, serve_stats, topic
 
 
 class ReplayBufferWriterNode(Node):
-    def __init__(self, storage_type=TrajectoryFiles):
-        """``storage_type(directory, format)`` makes the buffer's durable storage (a
-        ``TrajectoryFiles``; another layout or file system is a subclass)."""
+    def __init__(self):
         super().__init__('replay_buffer_writer_node')
         p = declare(self, WRITER_NODE)
         self.p = p
         self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
                                              sample_window_size=p['sample_window_size'],
-                                             storage=storage_type(p['output_dir'], p['trajectory_format']),
+                                             storage=TrajectoryFiles(p['output_dir'], p['trajectory_format']),
                                              max_pending_writes=p['max_pending_writes'])
         self.sink = ExactlyOnceSink(self.buffer, p['dedupe_window'])
         self.counters = {'received': 0, 'decode_errors': 0, 'disk_stalls': 0}
