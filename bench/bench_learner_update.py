@@ -4,7 +4,7 @@ Batch: one training step of the sim_train shape scaled up: B env rows x T chunks
 actions, 21 float states (``--rows 64 --chunks 64``: 4096 samples), 4 epochs of 64-sample
 minibatches, the package's ActorCritic (hidden 64). Measured, interleaved, best of ``--repeats``:
   - ``PPOUpdater.update``: the learner's update (response masks, value clipping, metrics);
-  - ``Learner.offer``: the same from a collector Trajectory (training_batch + update);
+  - ``PPOLearner.offer``: the same from a collector Trajectory (training_batch + update);
   - anchor: the textbook PPO loop in plain torch (ratio, clipped surrogate, value loss,
     backward, clip_grad_norm_, Adam), same model, same minibatches, no masks or metrics.
 Goal: the learner's update within 10 % of the anchor (ratio >= 0.9).
@@ -21,7 +21,7 @@ import torch
 
 from rl_traj_ros.data.identity import TrajectoryId
 from rl_traj_ros.data.trajectory import Trajectory
-from rl_traj_ros.learning.learner import Learner, LearnerConfig
+from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
 from rl_traj_ros.learning.ppo import PPOConfig, PPOUpdater, training_batch
 from rl_traj_ros.policies.actor_critic import ActorCritic
 
@@ -83,11 +83,11 @@ def main() -> None:
 
     def run_learner() -> None:
         m = copy.deepcopy(base)
-        Learner(m, cfg, LearnerConfig(rows_per_step=args.rows, action_dim=A)).offer(traj)
+        PPOLearner(m, cfg, PPOLearnerConfig(rows_per_step=args.rows, action_dim=A)).offer(traj)
 
     def run_plain() -> None:
         plain_ppo(copy.deepcopy(base), batch, cfg)
-    cases = {'PPOUpdater.update': run_updater, 'Learner.offer (batch + update)': run_learner,
+    cases = {'PPOUpdater.update': run_updater, 'PPOLearner.offer (batch + update)': run_learner,
              'plain torch PPO (anchor)': run_plain}
     best = {k: float('inf') for k in cases}
     for _ in range(args.repeats):

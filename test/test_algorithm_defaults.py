@@ -68,3 +68,18 @@ def test_learner_node_started_with_only_the_algorithm_declares_rlpds_defaults():
             ex.shutdown()
             node.destroy_node()
             ctx.try_shutdown()
+
+
+def test_both_learners_satisfy_the_learner_protocol_and_building_models_leaves_the_global_rng():
+    import torch
+    from rl_traj_ros.learning.base import Learner
+    from rl_traj_ros.rollout.workers import make_learner
+    torch.manual_seed(123)
+    want = torch.rand(3)
+    torch.manual_seed(123)
+    learners = [make_learner({}), make_learner({'algorithm': 'rlpd'})]
+    assert torch.equal(torch.rand(3), want)  # seeded initialisation does not reseed the caller's RNG
+    assert all(isinstance(x, Learner) for x in learners)
+    again = make_learner({'algorithm': 'rlpd'})  # the same seed: the same actor and critics in any process
+    for a, b in ((learners[1].updater.actor, again.updater.actor), (learners[1].updater.critics, again.updater.critics)):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))

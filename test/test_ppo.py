@@ -184,11 +184,11 @@ def _step_trajectory(step, seed):
 
 
 def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path):
-    from rl_traj_ros.learning.learner import Learner, LearnerConfig
+    from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
 
     def learner():
-        return Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
-                       LearnerConfig(rows_per_step=2, action_dim=7), seed=0)
+        return PPOLearner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
+                       PPOLearnerConfig(rows_per_step=2, action_dim=7), seed=0)
     steps = [_step_trajectory(s, 10 + s) for s in range(4)]
     straight = learner()
     ups = [straight.offer(t) for t in steps]
@@ -207,16 +207,16 @@ def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path
 
 
 def test_learner_drops_rows_older_than_the_version_lag_and_trains_reinforce_pp():
-    from rl_traj_ros.learning.learner import Learner, LearnerConfig
-    old = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
-                  LearnerConfig(rows_per_step=2, action_dim=7, max_version_lag=1), version=2, seed=0)
+    from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
+    old = PPOLearner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
+                  PPOLearnerConfig(rows_per_step=2, action_dim=7, max_version_lag=1), version=2, seed=0)
     t = _step_trajectory(0, 1)
     t.versions = torch.tensor([0, 1, 1, 2]).reshape(4, 1, 1).expand(4, 2, 1).clone()  # per chunk
     up = old.offer(t)
     assert old.counters['stale_rows_dropped'] == 2 * 1  # the version-0 chunk of both envs: lag 2 > 1
     assert up.metrics['version_lag_max'] == 2 and up.metrics['samples'] == 6 and up.version == 3
-    rpp = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
-                  LearnerConfig(rows_per_step=2, action_dim=7, advantage='reinforce++'), seed=0)
+    rpp = PPOLearner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
+                  PPOLearnerConfig(rows_per_step=2, action_dim=7, advantage='reinforce++'), seed=0)
     up = rpp.offer(_step_trajectory(0, 2))
     assert up.version == 1 and up.metrics['samples'] == 8 and 'policy_loss' in up.metrics
 
@@ -257,11 +257,11 @@ def test_a_stored_trajectory_reads_back_as_the_trajectory_the_learner_trains_on(
 def test_learner_trains_the_same_update_whatever_order_the_rows_arrive_and_only_its_actor_rank():
     from dataclasses import replace as dc_replace
     from rl_traj_ros.data.identity import TrajectoryId
-    from rl_traj_ros.learning.learner import Learner, LearnerConfig
+    from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
 
     def learner(**kw):
-        return Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
-                       LearnerConfig(rows_per_step=4, action_dim=7, chunks_per_step=4, **kw), seed=0)
+        return PPOLearner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4),
+                       PPOLearnerConfig(rows_per_step=4, action_dim=7, chunks_per_step=4, **kw), seed=0)
     a, b = _step_trajectory(0, 1), _step_trajectory(0, 2)
     b.identity = dc_replace(b.identity, rows=((1, 0, 0), (1, 0, 1)))  # a second env node's rows
     one, two = learner(), learner()
@@ -314,9 +314,9 @@ def test_behavior_clone_fits_demo_chunks_read_from_a_lerobot_dataset(tmp_path):
 
 
 def test_critic_warmup_updates_leave_the_actor_unchanged():
-    from rl_traj_ros.learning.learner import Learner, LearnerConfig
-    lrn = Learner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4, critic_warmup=1),
-                  LearnerConfig(rows_per_step=2, action_dim=7), seed=0)
+    from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
+    lrn = PPOLearner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=2, minibatch_size=4, critic_warmup=1),
+                  PPOLearnerConfig(rows_per_step=2, action_dim=7), seed=0)
     actor = {k: v.clone() for k, v in lrn.model.state_dict().items() if k.startswith(('actor', 'mean', 'log_std'))}
     first = lrn.offer(_step_trajectory(0, 1))
     assert first.metrics['critic_warmup'] == 1.0

@@ -186,7 +186,7 @@ def test_states_are_standardized_alike_in_actor_critics_and_targets_and_travel_w
 
 
 def test_the_learner_fits_the_normalizer_to_every_demonstration_row_once():
-    from rl_traj_ros.learning.offpolicy import OffPolicyConfig, OffPolicyLearner
+    from rl_traj_ros.learning.rlpd_learner import RLPDLearner, RLPDLearnerConfig
     demos = TrajectoryReplayBuffer(sample_window_size=0, cache_size=1)
     rows = [torch.randn(6, 2, 4) * 3 + i for i in range(3)]
     for r in rows:
@@ -198,7 +198,7 @@ def test_the_learner_fits_the_normalizer_to_every_demonstration_row_once():
     for normalize in (True, False):
         u = RLPDUpdater(SquashedGaussianActor(4, 3, 2, hidden=16), CriticEnsemble(4, 3, 2, members=3, hidden=16),
                         RLPDConfig(batch_size=8, critic_subsample=2))
-        OffPolicyLearner(u, OffPolicyConfig(normalize_states=normalize), demos)
+        RLPDLearner(u, RLPDLearnerConfig(normalize_states=normalize), demos)
         want = everything.mean(0) if normalize else torch.zeros(4)
         assert torch.allclose(u.actor.norm.mean, want, atol=1e-5) and torch.equal(u.target.norm.mean, u.actor.norm.mean)
 
@@ -284,10 +284,10 @@ def _stored_run(directory, steps=3):
 
 
 def _learner(seed=0, **cfg):
-    from rl_traj_ros.learning.offpolicy import OffPolicyConfig, OffPolicyLearner
+    from rl_traj_ros.learning.rlpd_learner import RLPDLearner, RLPDLearnerConfig
     u = RLPDUpdater(SquashedGaussianActor(4, 3, 2, hidden=16, seed=seed), CriticEnsemble(4, 3, 2, members=3, hidden=16),
                     RLPDConfig(batch_size=8, critic_subsample=2), seed=seed)
-    return OffPolicyLearner(u, OffPolicyConfig(publish_every=4, run_id='run-1', **cfg), seed=seed)
+    return RLPDLearner(u, RLPDLearnerConfig(publish_every=4, run_id='run-1', **cfg), seed=seed)
 
 
 def test_a_restarted_learner_continues_from_its_checkpoint_and_rebuilds_its_online_buffer(tmp_path):

@@ -6,7 +6,7 @@ import json
 import torch
 import yaml
 
-from rl_traj_ros.learning.offpolicy import load_demos
+from rl_traj_ros.learning.rlpd_learner import load_demos
 from rl_traj_ros.storage.files import load_trajectory
 
 from rosutil import ROOT

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from rl_traj_ros.learning.offpolicy import load_demos
+from rl_traj_ros.learning.rlpd_learner import load_demos
 from rl_traj_ros.storage.files import load_trajectory
 
 from rosutil import ROOT, ros_process

@@ -16,7 +16,8 @@ from typing import Callable, Optional
 
 from ..data.trajectory import Trajectory
 from . import weights as W
-from .learner import WARM_START, Update
+from .base import Update
+from .ppo_learner import WARM_START
 
 
 @dataclass
@@ -72,7 +73,7 @@ def write_warm_start(directory: str | Path, up: Update) -> None:
 
 class LearnerLoop:
     def __init__(self, learner, files: RunFiles, log: Callable[[str], None] = print):
-        """``learner``: ``learner.Learner`` (PPO) or ``offpolicy.OffPolicyLearner`` (RLPD)."""
+        """``learner``: ``learner.Learner`` (PPO) or ``offpolicy.RLPDLearner`` (RLPD)."""
         self.learner, self.files, self.log = learner, files, log
         self._published = 0   # updates (new versions) made by this process
         self.tb = None

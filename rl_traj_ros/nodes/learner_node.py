@@ -1,7 +1,7 @@
 """learner_node: PPO or RLPD from the trajectory topic; new weights with their version back to
 the policy node (the VLA PPO trainer document over ROS 2; ``algorithm``).
 
-RLPD (``algorithm: rlpd``, ``learning/offpolicy.py``): every trajectory goes into the learner's
+RLPD (``algorithm: rlpd``, ``learning/rlpd_learner.py``): every trajectory goes into the learner's
 own online buffer, the demonstrations of ``demos_dir`` into its demo buffer (intervened rows
 too), and gradient steps run between messages (``train_slice`` at a time) within the
 ``utd_ratio`` budget; the actor's weights go out every ``publish_every`` steps or
@@ -39,7 +39,7 @@ from rclpy.node import Node
 
 from .. import msg as M
 from ..learning import weights as W
-from ..learning.learner import Update
+from ..learning.base import Update
 from ..learning.loop import LearnerLoop, RunFiles, summary
 from ..learning.ppo import all_reduce_gradients
 from ..params.learner_node import LEARNER_NODE

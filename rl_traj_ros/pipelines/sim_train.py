@@ -51,7 +51,7 @@ def resume_point(output_dir: str | Path) -> tuple[int, int]:
     rolling out steps the checkpoint already trained on; (0, 0) for a new directory."""
     import torch
 
-    from ..learning.learner import CHECKPOINT
+    from ..learning.base import CHECKPOINT
     learner = Path(output_dir) / 'learner'
     for path in (learner / CHECKPOINT, learner / 'rank_0' / CHECKPOINT):
         if path.exists():

@@ -12,42 +12,43 @@ from typing import Optional
 import torch
 from torch import nn
 
+from .nets import CONV_FEATURES, conv_trunk, seeded
+
 
 class ActorCritic(nn.Module):
     def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = 128, use_images: bool = False,
                  image_size: int = 128, init_log_std: float = -1.0, seed: int = 0):
         super().__init__()
-        torch.manual_seed(seed)
-        self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
-        feat = state_dim
-        if use_images:
-            self.cnn = nn.Sequential(nn.Conv2d(3, 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(),
-                                     nn.AdaptiveAvgPool2d(4), nn.Flatten())
-            feat += 32 * 16
-        # separate actor and critic MLPs over the same inputs (as PPO for continuous control does):
-        # through a shared trunk the value loss, whose scale is the return's, swamps the policy's
-        self.actor = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
-        self.critic = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
-        self.mean = nn.Linear(hidden, chunk * action_dim)
-        self.value = nn.Linear(hidden, 1)
-        self.log_std = nn.Parameter(torch.full((chunk * action_dim,), init_log_std))
-        # running mean/variance of the states the learner trained on (buffers: they travel with the
-        # weights, so the policy node normalizes exactly as the update did); identity until then
-        self.register_buffer('obs_mean', torch.zeros(state_dim))
-        self.register_buffer('obs_var', torch.ones(state_dim))
-        self.register_buffer('obs_count', torch.zeros(()))
-        # orthogonal init (gain sqrt 2 in the MLPs, 0.01 on the action head, 1 on the value head), as
-        # PPO implementations do: the initial policy's mean action is ~0, so an untrained policy
-        # does not drift the arm to a workspace bound before it learned anything
-        for net, gain in ((self.actor, 2 ** 0.5), (self.critic, 2 ** 0.5)):
-            for layer in net:
-                if isinstance(layer, nn.Linear):
-                    nn.init.orthogonal_(layer.weight, gain)
-                    nn.init.zeros_(layer.bias)
-        for layer, gain in ((self.mean, 0.01), (self.value, 1.0)):
-            nn.init.orthogonal_(layer.weight, gain)
-            nn.init.zeros_(layer.bias)
-        self._register_load_state_dict_pre_hook(_renamed_actor)
+        with seeded(seed):  # the same initial weights in every process, the global RNG untouched
+            self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
+            feat = state_dim
+            if use_images:
+                self.cnn = nn.Sequential(*conv_trunk())
+                feat += CONV_FEATURES
+            # separate actor and critic MLPs over the same inputs (as PPO for continuous control does):
+            # through a shared trunk the value loss, whose scale is the return's, swamps the policy's
+            self.actor = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+            self.critic = nn.Sequential(nn.Linear(feat, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+            self.mean = nn.Linear(hidden, chunk * action_dim)
+            self.value = nn.Linear(hidden, 1)
+            self.log_std = nn.Parameter(torch.full((chunk * action_dim,), init_log_std))
+            # running mean/variance of the states the learner trained on (buffers: they travel with the
+            # weights, so the policy node normalizes exactly as the update did); identity until then
+            self.register_buffer('obs_mean', torch.zeros(state_dim))
+            self.register_buffer('obs_var', torch.ones(state_dim))
+            self.register_buffer('obs_count', torch.zeros(()))
+            # orthogonal init (gain sqrt 2 in the MLPs, 0.01 on the action head, 1 on the value head), as
+            # PPO implementations do: the initial policy's mean action is ~0, so an untrained policy
+            # does not drift the arm to a workspace bound before it learned anything
+            for net, gain in ((self.actor, 2 ** 0.5), (self.critic, 2 ** 0.5)):
+                for layer in net:
+                    if isinstance(layer, nn.Linear):
+                        nn.init.orthogonal_(layer.weight, gain)
+                        nn.init.zeros_(layer.bias)
+            for layer, gain in ((self.mean, 0.01), (self.value, 1.0)):
+                nn.init.orthogonal_(layer.weight, gain)
+                nn.init.zeros_(layer.bias)
+            self._register_load_state_dict_pre_hook(_renamed_actor)
 
     @property
     def device(self) -> torch.device:

@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .nets import CONV_FEATURES, conv_trunk, seeded
+
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 NORM_CLIP = 10.0
 MIN_STD = 1e-2
@@ -60,9 +62,7 @@ class ImageEncoder(nn.Module):
 
     def __init__(self, out: int = 64):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(),
-                                 nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(32 * 16, out), nn.LayerNorm(out),
-                                 nn.Tanh())
+        self.net = nn.Sequential(*conv_trunk(), nn.Linear(CONV_FEATURES, out), nn.LayerNorm(out), nn.Tanh())
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net(images.permute(0, 3, 1, 2).to(torch.float32) / 255.0)
@@ -79,17 +79,17 @@ class SquashedGaussianActor(nn.Module):
     def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = 256,
                  action_scale: Optional[Sequence[float]] = None, use_images: bool = False, seed: int = 0):
         super().__init__()
-        torch.manual_seed(seed)
-        self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
-        scale = torch.ones(action_dim) if action_scale is None else torch.as_tensor(action_scale, dtype=torch.float32)
-        if scale.shape != (action_dim,) or bool((scale <= 0).any()):
-            raise ValueError(f'action_scale must be {action_dim} positive numbers, got {scale.tolist()}')
-        self.register_buffer('scale', scale.repeat(chunk))
-        self.norm = StateNormalizer(state_dim)
-        self.encoder = ImageEncoder() if use_images else None
-        self.body = mlp(state_dim + (64 if use_images else 0), hidden)
-        self.mean = nn.Linear(hidden, chunk * action_dim)
-        self.log_std = nn.Linear(hidden, chunk * action_dim)
+        with seeded(seed):  # the same initial weights in every process, the global RNG untouched
+            self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
+            scale = torch.ones(action_dim) if action_scale is None else torch.as_tensor(action_scale, dtype=torch.float32)
+            if scale.shape != (action_dim,) or bool((scale <= 0).any()):
+                raise ValueError(f'action_scale must be {action_dim} positive numbers, got {scale.tolist()}')
+            self.register_buffer('scale', scale.repeat(chunk))
+            self.norm = StateNormalizer(state_dim)
+            self.encoder = ImageEncoder() if use_images else None
+            self.body = mlp(state_dim + (64 if use_images else 0), hidden)
+            self.mean = nn.Linear(hidden, chunk * action_dim)
+            self.log_std = nn.Linear(hidden, chunk * action_dim)
 
     @property
     def device(self) -> torch.device:
@@ -173,15 +173,16 @@ class CriticEnsemble(nn.Module):
     """``E`` Q-functions Q(s, a) over action chunks, LayerNorm after each hidden layer."""
 
     def __init__(self, state_dim: int, action_dim: int, chunk: int, members: int = 10, hidden: int = 256,
-                 use_images: bool = False):
+                 use_images: bool = False, seed: int = 0):
         super().__init__()
-        self.members, self.use_images = members, use_images
-        self.norm = StateNormalizer(state_dim)
-        self.encoder = ImageEncoder() if use_images else None
-        inp = state_dim + (64 if use_images else 0) + chunk * action_dim
-        self.l1, self.l2, self.out = (EnsembleLinear(members, inp, hidden), EnsembleLinear(members, hidden, hidden),
-                                      EnsembleLinear(members, hidden, 1))
-        self.hidden = hidden
+        with seeded(seed + 1):  # not the actor's stream: its first layer would equal the actor's
+            self.members, self.use_images = members, use_images
+            self.norm = StateNormalizer(state_dim)
+            self.encoder = ImageEncoder() if use_images else None
+            inp = state_dim + (64 if use_images else 0) + chunk * action_dim
+            self.l1, self.l2, self.out = (EnsembleLinear(members, inp, hidden),
+                                          EnsembleLinear(members, hidden, hidden), EnsembleLinear(members, hidden, 1))
+            self.hidden = hidden
 
     def forward(self, obs: dict, actions: torch.Tensor) -> torch.Tensor:
         """Q values [E, N]."""

@@ -73,7 +73,7 @@ def load_actor_critic(path: str | Path, p: dict):
     """An ActorCritic of the policy node's shape ``p`` with the weights of ``path``: a learner
     checkpoint (``learner_checkpoint.pt`` or its directory) or a plain state_dict file; loaded
     with ``weights_only=True`` (no code runs from the file)."""
-    from ..learning.learner import CHECKPOINT
+    from ..learning.base import CHECKPOINT
     from ..policies.actor_critic import ActorCritic
     path = Path(path)
     if path.is_dir():

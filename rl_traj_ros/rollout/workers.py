@@ -307,10 +307,10 @@ def sac_actor(p: dict) -> SquashedGaussianActor:
 
 def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = None):
     """The learner node's learner from its parameters (the node and the in-process run share
-    it): ``algorithm`` 'ppo' (``learning.learner.Learner``: the policy node's actor-critic at the
+    it): ``algorithm`` 'ppo' (``learning.ppo_learner.PPOLearner``: the policy node's actor-critic at the
     same seed, so version 0 is the same model; PPO and the step's shape; ``num_actors`` > 1:
-    this rank's share of the rows) or 'rlpd' (``learning.offpolicy.OffPolicyLearner``)."""
-    from ..learning.learner import Learner, LearnerConfig
+    this rank's share of the rows) or 'rlpd' (``learning.rlpd_learner.RLPDLearner``)."""
+    from ..learning.ppo_learner import PPOLearner, PPOLearnerConfig
     from ..learning.ppo import PPOConfig
     p = resolve(LEARNER_NODE, params)
     if p['algorithm'] == 'rlpd':
@@ -327,14 +327,14 @@ def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = No
                     value_coef=p['value_coef'], epochs=p['ppo_epochs'], minibatch_size=p['minibatch_size'],
                     max_grad_norm=p['max_grad_norm'], target_kl=p['target_kl'], critic_warmup=p['critic_warmup'],
                     lr=p['lr'], normalize_advantages=p['normalize_advantages'])
-    cfg = LearnerConfig(rows // ranks, p['action_dim'], p['gamma'], p['gae_lambda'], p['advantage'], p['auto_reset'],
+    cfg = PPOLearnerConfig(rows // ranks, p['action_dim'], p['gamma'], p['gae_lambda'], p['advantage'], p['auto_reset'],
                         p['max_version_lag'], p['num_epochs'] * p['chunks_per_epoch'], rank if ranks > 1 else -1,
                         p['run_id'])
-    return Learner(model, ppo, cfg, all_reduce=all_reduce, seed=p['seed'])
+    return PPOLearner(model, ppo, cfg, all_reduce=all_reduce, seed=p['seed'])
 
 
 def make_offpolicy_learner(p: dict):
-    from ..learning.offpolicy import OffPolicyConfig, OffPolicyLearner, load_demos
+    from ..learning.rlpd_learner import RLPDLearner, RLPDLearnerConfig, load_demos
     from ..learning.rlpd import RLPDConfig, RLPDUpdater
     if p['num_actors'] > 1:
         raise ValueError('algorithm rlpd runs one learner (num_actors 1)')
@@ -345,10 +345,10 @@ def make_offpolicy_learner(p: dict):
                      critic_subsample=p['critic_subsample'], critic_actor_ratio=p['critic_actor_ratio'],
                      backup_entropy=p['backup_entropy'], grad_clip=p['max_grad_norm'])
     critics = CriticEnsemble(p['state_dim'], p['action_dim'], p['chunk'], cfg.num_critics, p['hidden'],
-                             p['use_images'])
+                             p['use_images'], seed=p['seed'])
     updater = RLPDUpdater(sac_actor(p), critics, cfg, seed=p['seed'])
     demos = load_demos(p['demos_dir'], p['seed']) if p['demos_dir'] else None
-    return OffPolicyLearner(updater, OffPolicyConfig(
+    return RLPDLearner(updater, RLPDLearnerConfig(
         utd_ratio=p['utd_ratio'], online_ratio=p['online_ratio'], min_online_steps=p['min_online_steps'],
         publish_every=p['publish_every'], publish_period_s=p['publish_period_s'], online_window=p['online_window'],
         normalize_states=p['normalize_states'], run_id=p['run_id']), demos, seed=p['seed'])

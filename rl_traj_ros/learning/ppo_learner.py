@@ -18,27 +18,24 @@ collector routed to that actor rank and ``all_reduce`` averages gradients across
 """
 from __future__ import annotations
 
-import io
-import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import torch
 
 from ..data.identity import TrajectoryId
-from ..data.trajectory import Trajectory, chunk_ends
+from ..data.trajectory import Trajectory
 from ..params.learner_node import LEARNER_NODE
-from ..storage.files import atomic_write
+from .base import CHECKPOINT, Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
 from .ppo import PPOConfig, PPOUpdater, behavior_clone, training_batch
 
-CHECKPOINT = 'learner_checkpoint.pt'
 WARM_START = 'warm_start.json'
 
 
 @dataclass
-class LearnerConfig:
+class PPOLearnerConfig:
     rows_per_step: int
     action_dim: int
     gamma: float = LEARNER_NODE['gamma'].default
@@ -51,34 +48,8 @@ class LearnerConfig:
     run_id: str = ''             # non-empty: only this run's trajectories
 
 
-@dataclass
-class Update:
-    step_id: int
-    version: int           # the model version the update produced
-    state_dict: dict
-    metrics: dict[str, float]
-    time: float = field(default_factory=time.time)  # when it was made (learning curves against wall time)
-
-
-def write_checkpoint(directory: str | Path, state: dict) -> Path:
-    """``state`` as ``<directory>/learner_checkpoint.pt``, written atomically (temp file, fsync,
-    rename, directory fsync): a crash leaves the previous checkpoint."""
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    path = Path(directory) / CHECKPOINT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda fh: fh.write(buf.getvalue()))
-    return path
-
-
-def read_checkpoint(directory: str | Path) -> Optional[dict]:
-    """The checkpoint in ``directory`` (``weights_only`` load: no code runs from it), or None."""
-    path = Path(directory) / CHECKPOINT
-    return torch.load(path, map_location='cpu', weights_only=True) if path.exists() else None
-
-
-class Learner:
-    def __init__(self, model, ppo: PPOConfig, cfg: LearnerConfig, version: int = 0, all_reduce=None, seed: int = 0):
+class PPOLearner:
+    def __init__(self, model, ppo: PPOConfig, cfg: PPOLearnerConfig, version: int = 0, all_reduce=None, seed: int = 0):
         self.model, self.cfg, self.version = model, cfg, int(version)
         self.updater = PPOUpdater(model.parameters(), model.evaluate, ppo, all_reduce=all_reduce, seed=seed)
         self._steps: dict[int, list[Trajectory]] = {}
@@ -91,8 +62,7 @@ class Learner:
 
     def ours(self, ident: TrajectoryId) -> bool:
         """Whether a trajectory of this identity is this learner's (its run, its actor rank)."""
-        return ((not self.cfg.run_id or ident.run_id == self.cfg.run_id)
-                and (self.cfg.actor_rank < 0 or ident.actor_rank == self.cfg.actor_rank))
+        return is_ours(ident, self.cfg.run_id, self.cfg.actor_rank)
 
     def wants(self, ident: TrajectoryId) -> bool:
         """Whether a trajectory of this identity is ours and not learned from or held yet."""
@@ -181,13 +151,13 @@ class Learner:
     @staticmethod
     def _rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
         """Per-step episode figures from the rows: episodes that ended in the step, how many
-        succeeded (terminated with a positive reward), mean reward per control step."""
+        succeeded (``base.episode_ends``), mean reward per control step."""
         ended = succeeded = 0
         reward_sum, steps = 0.0, 0
         for t in trajs:
-            done, term = chunk_ends(t.dones, t.num_epochs), chunk_ends(t.terminations, t.num_epochs)
+            done, success = episode_ends(t)
             ended += int(done.sum())
-            succeeded += int((term & (t.rewards > 0)).sum())
+            succeeded += int(success.sum())
             reward_sum += float(t.rewards.sum())
             steps += t.rewards.numel()
         return {'episodes': float(ended), 'success_rate': succeeded / ended if ended else 0.0,

@@ -22,17 +22,17 @@ from typing import Optional
 import torch
 
 from ..data.identity import TrajectoryId
-from ..data.trajectory import Trajectory, chunk_ends
+from ..data.trajectory import Trajectory
 from ..storage.layout import flatten_trajectory
 from ..storage.mixer import DemoOnlineMixer
 from ..storage.replay_buffer import TrajectoryReplayBuffer
-from .learner import Update, read_checkpoint, write_checkpoint
+from .base import SUCCESS_REWARD, Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
 from .rlpd import RLPDUpdater, rlpd_default
 from .transitions import check_rows, to_transitions
 
 
 @dataclass
-class OffPolicyConfig:
+class RLPDLearnerConfig:
     utd_ratio: float = rlpd_default('utd_ratio')            # critic steps per new online control step, at most
     online_ratio: float = rlpd_default('online_ratio')      # of each batch; the rest from the demonstrations
     min_online_steps: int = rlpd_default('min_online_steps')  # online control steps before the first step
@@ -40,17 +40,17 @@ class OffPolicyConfig:
     publish_period_s: float = rlpd_default('publish_period_s')  # > 0: also publish after this long
     online_window: int = rlpd_default('online_window')      # online buffer: the newest N trajectories (0 = all)
     normalize_states: bool = rlpd_default('normalize_states')  # standardize states by the demos' statistics
-    success_reward: float = 0.5
+    success_reward: float = SUCCESS_REWARD
     run_id: str = ''
 
 
 ONLINE_ARENA = 4096   # trajectories
 
 
-class OffPolicyLearner:
+class RLPDLearner:
     algorithm = 'rlpd'
 
-    def __init__(self, updater: RLPDUpdater, cfg: OffPolicyConfig, demos: Optional[TrajectoryReplayBuffer] = None,
+    def __init__(self, updater: RLPDUpdater, cfg: RLPDLearnerConfig, demos: Optional[TrajectoryReplayBuffer] = None,
                  version: int = 0, seed: int = 0):
         """``demos``: whole transitions (``load_demos`` checks them); None: interventions only."""
         self.updater, self.cfg, self.version = updater, cfg, int(version)
@@ -83,7 +83,7 @@ class OffPolicyLearner:
         return []
 
     def ours(self, ident: TrajectoryId) -> bool:
-        return not self.cfg.run_id or ident.run_id == self.cfg.run_id
+        return is_ours(ident, self.cfg.run_id)
 
     def wants(self, ident: TrajectoryId) -> bool:
         return self.ours(ident) and ident not in self._seen
@@ -116,9 +116,9 @@ class OffPolicyLearner:
         return None
 
     def _episode_figures(self, t: Trajectory) -> None:
-        done, term = chunk_ends(t.dones, t.num_epochs), chunk_ends(t.terminations, t.num_epochs)
+        done, success = episode_ends(t, self.cfg.success_reward)
         self.counters['episodes'] += int(done.sum())
-        self.counters['successes'] += int((term & (t.rewards >= self.cfg.success_reward)).sum())
+        self.counters['successes'] += int(success.sum())
         flags = t.intervene_flags.reshape(*t.rewards.shape, -1).any(-1)          # [T, B, C]
         for b in range(t.num_envs):   # episodes of env b that had an intervened step
             seg = False
@@ -206,4 +206,4 @@ def load_demos(directory: str | Path, seed: int = 0) -> TrajectoryReplayBuffer:
     return buf
 
 
-__all__ = ['OffPolicyConfig', 'OffPolicyLearner', 'load_demos']
+__all__ = ['RLPDLearnerConfig', 'RLPDLearner', 'load_demos']
