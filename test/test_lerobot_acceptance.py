@@ -137,8 +137,9 @@ def test_stock_lerobot_trains_on_the_sim_pipelines_dataset(sim_datasets, lerobot
 
 
 def readme_lerobot_block(marker: str = 'lerobot-commands') -> str:
-    readme = (ROOT / 'README.md').read_text()
-    after = readme.split(f'<!-- {marker}:', 1)[1]
+    """A command block of the README or of docs/ (its marker comment names it), as written."""
+    text = '\n'.join(p.read_text() for p in [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))])
+    after = text.split(f'<!-- {marker}:', 1)[1]
     block = after.split('```bash\n', 1)[1].split('```', 1)[0]
     return '\n'.join(line[2:] if line.startswith('  ') else line for line in block.splitlines())
 
