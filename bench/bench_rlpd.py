@@ -15,6 +15,10 @@ curves in one figure.
 
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant fixed [--budget-s 420] [--interventions] [--ppo-anchor]'
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant random --learner normalize_states=false'
+    bash -c 'source env.sh && python bench/bench_rlpd.py --variant random --compare prioritized_replay=true'
+
+``--compare KEY=VALUE``: after the first run, a second RLPD run of the same budget on the same
+demonstrations with these learner overrides, both curves in one figure.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ from rl_traj_ros.params.spec import resolve  # noqa: E402
 from rl_traj_ros.pipelines.sim_collect import load_params  # noqa: E402
 from rl_traj_ros.pipelines.sim_train import TRAIN_NODES  # noqa: E402
 from rl_traj_ros.rollout.evaluate import actor_critic_act, evaluate, sac_actor_act  # noqa: E402
-from rl_traj_ros.rollout.workers import sac_actor  # noqa: E402
+from rl_traj_ros.assembly import sac_actor  # noqa: E402
 
 
 def variant_config(src: Path, dst: Path, variant: str, learner: Optional[dict] = None) -> Path:
@@ -89,6 +93,56 @@ def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episod
     return curve, steps_curve
 
 
+def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args) -> tuple[list, list]:
+    """One RLPD run over DDS for the budget, its snapshots scored on held-out episodes:
+    (wall-time curve, env-step curve)."""
+    operator = None
+    if args.interventions:
+        operator = subprocess.Popen([sys.executable, 'test/expert_operator.py'], cwd=ROOT, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = tmp / name
+    t0 = time.time()
+    run = cli('sim_train', '--config', str(train_cfg), '--demos-dir', str(demos_dir), '--steps', '1000000',
+              '--output-dir', str(out))
+    try:
+        run.wait(args.budget_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGINT)
+        run.wait(120)
+    finally:
+        if operator is not None:
+            os.killpg(operator.pid, signal.SIGINT)
+            operator.wait(30)
+    lines = [json.loads(x) for x in (out / 'metrics.jsonl').read_text().splitlines()]
+    at = {int(m['version']): m for m in lines}
+    snaps = sorted((int(f.stem.split('_v')[1]), f) for f in (out / 'weights').glob('policy_v*.pt'))
+    snaps = [(v, f) for v, f in snaps if v in at and at[v]['time'] - t0 <= args.budget_s]
+    if len(snaps) > args.max_snapshots:
+        step = len(snaps) / args.max_snapshots
+        snaps = [snaps[min(len(snaps) - 1, round((i + 1) * step) - 1)] for i in range(args.max_snapshots)]
+    p = load_params(train_cfg, TRAIN_NODES)
+    pp = resolve(POLICY_NODE, p['policy_node'])
+    env = {**p['franka_env_node'], 'num_envs': 2}
+    split = '' if args.variant == 'fixed' else 'eval'
+    curve, steps_curve = [(0.0, 0.0)], [(0.0, 0.0)]
+    print(f'{name}: pick and lift ({args.variant} cube), {args.demos} demos'
+          f"{' with scripted interventions' if args.interventions else ''}, {args.eval_episodes} held-out "
+          f'episodes per snapshot, budget {args.budget_s:.0f} s')
+    for v, f in snaps:
+        actor = sac_actor(pp)
+        actor.load_state_dict(torch.load(f, weights_only=True))
+        r = evaluate(sac_actor_act(actor.eval()), env, args.eval_episodes, pp['chunk'], split=split)
+        m = at[v]
+        curve.append((m['time'] - t0, r['success_rate']))
+        steps_curve.append((m['env_steps'], r['success_rate']))
+        print(f"  v{v}: {m['time'] - t0:.0f} s, {m['env_steps']:.0f} env steps, {m['updates']:.0f} gradient "
+              f"steps (utd {m['utd']:.2f}, {m['updates_per_s']:.0f}/s): held-out success {r['success_rate']:.0%}; "
+              f"training success so far {m['success_rate']:.0%}, intervention rate {m['intervention_rate']:.2f}")
+    last = lines[-1] if lines else {}
+    print(f"  total: {last.get('updates', 0):.0f} gradient steps, {last.get('env_steps', 0):.0f} env steps")
+    return curve, steps_curve
+
+
 def cli(*args, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', *args, '--quiet'], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **kw)
@@ -107,6 +161,9 @@ def main() -> None:
                     help="override a learner parameter of config/sim_train_rlpd.yaml (YAML value), e.g. "
                          "normalize_states=false")
     ap.add_argument('--ppo-anchor', action='store_true', help='also the PPO warm start of the same budget')
+    ap.add_argument('--compare', action='append', default=[], metavar='KEY=VALUE',
+                    help='then a second RLPD run with these learner overrides, the same demos and budget (e.g. '
+                         'prioritized_replay=true against the uniform draw)')
     ap.add_argument('--out', default='bench_rlpd.png')
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -119,52 +176,18 @@ def main() -> None:
                         '--episodes', str(args.demos), '--output-dir', str(tmp / 'demos'), '--in-process'],
                        cwd=ROOT, check=True, capture_output=True)
         print(f'{args.demos} expert demonstrations recorded in {time.time() - t:.0f} s (not in the budget)')
-        operator = None
-        if args.interventions:
-            operator = subprocess.Popen([sys.executable, 'test/expert_operator.py'], cwd=ROOT, start_new_session=True,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t0 = time.time()
-        run = cli('sim_train', '--config', str(train_cfg), '--demos-dir', str(tmp / 'demos' / 'replay_buffer'),
-                  '--steps', '1000000', '--output-dir', str(tmp / 'run'))
-        try:
-            run.wait(args.budget_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGINT)
-            run.wait(120)
-        finally:
-            if operator is not None:
-                os.killpg(operator.pid, signal.SIGINT)
-                operator.wait(30)
-        lines = [json.loads(x) for x in (tmp / 'run' / 'metrics.jsonl').read_text().splitlines()]
-        at = {int(m['version']): m for m in lines}
-        snaps = sorted((int(f.stem.split('_v')[1]), f) for f in (tmp / 'run' / 'weights').glob('policy_v*.pt'))
-        snaps = [(v, f) for v, f in snaps if v in at and at[v]['time'] - t0 <= args.budget_s]
-        if len(snaps) > args.max_snapshots:
-            step = len(snaps) / args.max_snapshots
-            snaps = [snaps[min(len(snaps) - 1, round((i + 1) * step) - 1)] for i in range(args.max_snapshots)]
-        p = load_params(train_cfg, TRAIN_NODES)
-        pp = resolve(POLICY_NODE, p['policy_node'])
-        env = {**p['franka_env_node'], 'num_envs': 2}
-        split = '' if args.variant == 'fixed' else 'eval'
-        curve, steps_curve = [(0.0, 0.0)], [(0.0, 0.0)]
-        print(f'pick and lift ({args.variant} cube), RLPD from {args.demos} demos'
-              f"{' with scripted interventions' if args.interventions else ''}, {args.eval_episodes} held-out "
-              f'episodes per snapshot, budget {args.budget_s:.0f} s')
-        for v, f in snaps:
-            actor = sac_actor(pp)
-            actor.load_state_dict(torch.load(f, weights_only=True))
-            r = evaluate(sac_actor_act(actor.eval()), env, args.eval_episodes, pp['chunk'], split=split)
-            m = at[v]
-            curve.append((m['time'] - t0, r['success_rate']))
-            steps_curve.append((m['env_steps'], r['success_rate']))
-            print(f"  v{v}: {m['time'] - t0:.0f} s, {m['env_steps']:.0f} env steps, {m['updates']:.0f} gradient "
-                  f"steps (utd {m['utd']:.2f}, {m['updates_per_s']:.0f}/s): held-out success {r['success_rate']:.0%}; "
-                  f"training success so far {m['success_rate']:.0%}, intervention rate {m['intervention_rate']:.2f}")
-        last = lines[-1] if lines else {}
-        print(f"  total: {last.get('updates', 0):.0f} gradient steps, {last.get('env_steps', 0):.0f} env steps")
         name = f"RLPD, {args.demos} demos{' + interventions' if args.interventions else ''}"
-        curves, steps_curves = {name: curve}, {name: steps_curve}
+        curves, steps_curves = {}, {}
+        curves[name], steps_curves[name] = rlpd_run(tmp, 'run', train_cfg, tmp / 'demos' / 'replay_buffer', args)
+        if args.compare:
+            other = {k: yaml.safe_load(v) for k, v in (x.split('=', 1) for x in args.compare)}
+            (tmp / 'compare').mkdir()
+            _, other_cfg = config(tmp / 'compare', args.variant, args.snapshot_every, {**learner, **other})
+            label = f"{name}, {', '.join(args.compare)}"
+            curves[label], steps_curves[label] = rlpd_run(tmp, 'compare_run', other_cfg,
+                                                          tmp / 'demos' / 'replay_buffer', args)
         if args.ppo_anchor:
+            split = '' if args.variant == 'fixed' else 'eval'
             print(f'PPO warm start (behaviour cloning on {args.demos} expert episodes), same budget:')
             ppo = f'PPO, behaviour-cloned from {args.demos} demos'
             curves[ppo], steps_curves[ppo] = ppo_anchor(tmp, args.variant, args.demos, args.budget_s,

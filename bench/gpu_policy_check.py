@@ -12,7 +12,7 @@ import torch
 
 from rl_traj_ros.data.schema import PolicyInput
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
-from rl_traj_ros.rollout.workers import make_policy_worker
+from rl_traj_ros.assembly import make_policy_worker
 
 
 def worker(device: str, images: bool):

@@ -29,7 +29,7 @@ def test_resolve_picks_the_algorithms_defaults():
 
 
 def test_learners_built_without_a_yaml_use_their_own_defaults():
-    from rl_traj_ros.rollout.workers import make_learner, make_policy_worker
+    from rl_traj_ros.assembly import make_learner, make_policy_worker
     rlpd = make_learner({'algorithm': 'rlpd'})
     cfg = rlpd.updater.cfg
     assert (cfg.gamma, cfg.grad_clip, cfg.target_entropy) == (0.97, 10.0, None)
@@ -73,7 +73,7 @@ def test_learner_node_started_with_only_the_algorithm_declares_rlpds_defaults():
 def test_both_learners_satisfy_the_learner_protocol_and_building_models_leaves_the_global_rng():
     import torch
     from rl_traj_ros.learning.base import Learner
-    from rl_traj_ros.rollout.workers import make_learner
+    from rl_traj_ros.assembly import make_learner
     torch.manual_seed(123)
     want = torch.rand(3)
     torch.manual_seed(123)

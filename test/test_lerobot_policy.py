@@ -40,7 +40,7 @@ def test_missing_lerobot_and_checkpoint_are_named(tmp_path, monkeypatch):
         find_python(str(tmp_path / 'nope' / 'python'))
     with pytest.raises(ValueError, match='no LeRobot pretrained_model'):
         pretrained_dir(tmp_path)
-    from rl_traj_ros.rollout.workers import make_policy_worker
+    from rl_traj_ros.assembly import make_policy_worker
     with pytest.raises(ValueError, match="policy 'lerobot' needs checkpoint"):
         make_policy_worker({'policy': 'lerobot'})
     r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--policy', 'lerobot',
@@ -120,7 +120,7 @@ def test_temporal_ensembling_and_refusals_in_process(tiny_act):
     """The node's core object without ROS: ensembling averages the overlapping predictions (its
     first chunk is the plain one), learner weights are refused, a wrong camera is named."""
     from rl_traj_ros.data.schema import EnvPart, EnvTransition, PolicyInput, TrajectoryKey, TrajectorySource
-    from rl_traj_ros.rollout.workers import make_policy_worker
+    from rl_traj_ros.assembly import make_policy_worker
     _, _, checkpoint = tiny_act
     rng = np.random.default_rng(0)
     obs = {'states': torch.from_numpy(rng.normal(size=(2, 18)).astype(np.float32)),

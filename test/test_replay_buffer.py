@@ -18,7 +18,7 @@ from rl_traj_ros.storage.cache import TrajectoryCache
 from rl_traj_ros.storage.files import BufferFileError, TrajectoryFiles
 from rl_traj_ros.storage.layout import flatten_trajectory
 from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
-from rl_traj_ros.storage.sampler import locate
+from rl_traj_ros.storage.sampler import Draw, PrioritizedSampler, locate
 
 
 def traj(tid, t=3, b=2):
@@ -371,9 +371,12 @@ def test_the_sampler_is_a_part_the_buffer_composes(tmp_path):
     """A sampler decides which rows (``sampler.sample(window, n)``), the buffer gathers them
     (``buffer.get``): here one that takes only the window's newest trajectory, row by row."""
     class NewestOnly:
+        def added(self, entry):
+            pass
+
         def sample(self, window, num):
             rows = torch.arange(num) % window[-1].num_samples
-            return torch.full((num,), len(window) - 1), rows
+            return Draw(torch.full((num,), len(window) - 1), rows, torch.full((num,), window[-1].seq), torch.ones(num))
 
     buf = TrajectoryReplayBuffer(sample_window_size=3, cache_size=1, sampler=NewestOnly(),
                                  storage=TrajectoryFiles(tmp_path))
@@ -382,6 +385,34 @@ def test_the_sampler_is_a_part_the_buffer_composes(tmp_path):
     assert (out['gid'] // 10000).tolist() == [4] * 12
     assert (out['gid'] % 10000).tolist() == [0, 1, 100, 101, 200, 201] * 2  # time-major rows in order
     _row_matches(out)
-    which, rows = NewestOnly().sample(buf._window(), 4)
+    which, rows, _, _ = NewestOnly().sample(buf._window(), 4)
     assert torch.equal(buf.get(which - 2, rows)['gid'], out['gid'][:4] - 20000)  # position 0 of the window: #2
+    buf.close()
+
+
+def test_prioritized_sampler_draws_by_priority_and_follows_rows_as_the_window_moves(tmp_path):
+    """Rows are named by (seq, row) in a draw; a row whose priority was raised is drawn far more
+    often and weighted least; new trajectories start at the highest priority seen; rows that
+    left the window are forgotten."""
+    sampler = PrioritizedSampler(alpha=1.0, beta=1.0, seed=0)
+    buf = TrajectoryReplayBuffer(sample_window_size=3, cache_size=3, sampler=sampler, storage=TrajectoryFiles(tmp_path))
+    buf.add_trajectories([traj(i) for i in range(2)])
+    out = buf.sample(64, with_index=True)
+    assert torch.equal(out['gid'] // 10000, out['index/seq'])  # each row's seq and row name what was gathered
+    assert torch.equal(out['index/row'], (out['gid'] // 100 % 100) * 2 + out['gid'] % 100)  # time-major rows
+    _row_matches({k: v for k, v in out.items() if not k.startswith('index/')})
+    assert torch.equal(out['index/weight'], torch.ones(64))  # equal priorities: a uniform draw, weights 1
+    n = buf.total_samples
+    seqs, rows = torch.tensor([0] * (n // 2)), torch.arange(n // 2)
+    sampler.update_priority(seqs, rows, torch.full((n // 2,), 0.01))            # trajectory 0 settled
+    sampler.update_priority(torch.tensor([1]), torch.tensor([3]), torch.tensor([50.0]))  # one surprising row
+    out = buf.sample(2000, with_index=True)
+    hot = (out['index/seq'] == 1) & (out['index/row'] == 3)
+    assert hot.float().mean() > 0.5 and float(out['index/weight'][hot].max()) < float(out['index/weight'].max())
+    assert float((out['index/seq'] == 0).float().mean()) < 0.01
+    buf.add_trajectories([traj(2)])
+    assert float(sampler.priorities[2].min()) == sampler.max_priority >= 50.0  # new rows: drawn soon
+    buf.add_trajectories([traj(i) for i in (3, 4)])
+    buf.sample(8)
+    assert sorted(sampler.priorities) == [2, 3, 4]  # the window's trajectories only
     buf.close()

@@ -10,6 +10,7 @@ from rl_traj_ros.learning.transitions import TransitionBatch, check_rows, to_tra
 from rl_traj_ros.policies.sac import MIN_STD, NORM_CLIP, CriticEnsemble, SquashedGaussianActor
 from rl_traj_ros.storage.mixer import DemoOnlineMixer
 from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+from rl_traj_ros.storage.sampler import PrioritizedSampler
 
 
 def test_chunk_transitions_by_hand():
@@ -206,7 +207,8 @@ def test_the_learner_fits_the_normalizer_to_every_demonstration_row_once():
 ROUNDS, UPDATES = 30, 20
 
 
-def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_data():
+@pytest.mark.parametrize('prioritized', [False, True])
+def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_data(prioritized):
     """A point on a line must reach the goal at 0 (|x| < 0.1: reward 1, episode over) from a
     start in [-1, 1], moving at most 0.2 per control step; sparse reward, chunks of 2 steps.
     Five demonstrations move straight to the goal; online data comes from the learned policy.
@@ -243,7 +245,8 @@ def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_d
     demos = TrajectoryReplayBuffer(sample_window_size=0)
     for start in (-0.9, -0.5, 0.4, 0.7, 1.0):
         add(demos, rollout(lambda x: [-scale * math.copysign(1, x)] * chunk, start)[0])
-    online = TrajectoryReplayBuffer(sample_window_size=0)
+    sampler = PrioritizedSampler(seed=0) if prioritized else None  # the online half by |TD error|
+    online = TrajectoryReplayBuffer(sample_window_size=0, sampler=sampler)
     actor = SquashedGaussianActor(1, 1, chunk, hidden=32, action_scale=[scale], seed=0)
     u = RLPDUpdater(actor, CriticEnsemble(1, 1, chunk, members=4, hidden=32),
                     RLPDConfig(batch_size=64, gamma=gamma, critic_subsample=2, init_temperature=0.05), seed=0)
@@ -256,7 +259,11 @@ def test_rlpd_learns_a_continuous_control_task_from_demonstrations_and_its_own_d
     for it in range(ROUNDS):
         add(online, rollout(act, float(torch.rand(1, generator=g) * 2 - 1))[0])
         for _ in range(UPDATES):
-            u.step(to_transitions(mixer.sample(64), gamma))
+            rows = mixer.sample(64, with_index=prioritized)
+            u.step(to_transitions(rows, gamma))
+            if prioritized:
+                on = rows['index/source'] == 0
+                sampler.update_priority(rows['index/seq'][on], rows['index/row'][on], u.td_errors[on])
     starts = torch.linspace(-1, 1, 20).tolist()
     solved = sum(rollout(lambda x: act(x, True), s)[1] for s in starts)
     assert solved == 20, solved

@@ -41,7 +41,7 @@ def test_image_based_rlpd_learns_from_camera_demos_end_to_end(tmp_path):
     from rl_traj_ros.params.spec import resolve
     from rl_traj_ros.pipelines.sim_collect import load_params
     from rl_traj_ros.pipelines.sim_train import TRAIN_NODES
-    from rl_traj_ros.rollout.workers import sac_actor
+    from rl_traj_ros.assembly import sac_actor
     pp = resolve(POLICY_NODE, load_params(tmp_path / 'rlpd_images.yaml', TRAIN_NODES)['policy_node'])
     fresh = sac_actor(pp).state_dict()   # the actor as this config initializes it (seeded)
     assert not torch.equal(ckpt['rlpd']['actor']['encoder.net.0.weight'], fresh['encoder.net.0.weight'])   # and the actor's

@@ -85,7 +85,7 @@ def test_rlpd_trains_from_demos_and_online_data_and_the_policy_acts_with_its_ver
     # the gradient steps moved the actor away from the seeded version 0 the policy node started with
     from rl_traj_ros.params.policy_node import POLICY_NODE
     from rl_traj_ros.params.spec import resolve
-    from rl_traj_ros.rollout.workers import sac_actor
+    from rl_traj_ros.assembly import sac_actor
     p0 = resolve(POLICY_NODE, {**cfg['/**']['ros__parameters'], **cfg['/**/policy_node']['ros__parameters']})
     init = sac_actor(p0).state_dict()
     trained = ckpt['rlpd']['actor']

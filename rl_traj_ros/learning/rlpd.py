@@ -76,6 +76,7 @@ class RLPDUpdater:
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr)
         self.generator = torch.Generator().manual_seed(seed)
         self.steps = 0
+        self.td_errors = torch.zeros(0)  # the last critic step's |TD error| per row
 
     def fit_state_normalizer(self, states: torch.Tensor) -> None:
         """Standardize states by these statistics in the actor, the critics and their targets alike."""
@@ -96,7 +97,8 @@ class RLPDUpdater:
         if 'main_images' not in b.obs or not self.cfg.image_pad:
             return b
         shift = lambda o: {**o, 'main_images': random_shift(o['main_images'], self.cfg.image_pad, self.generator)}  # noqa: E731
-        return TransitionBatch(shift(b.obs), b.actions, b.rewards, b.discounts, shift(b.next_obs), b.intervened)
+        return TransitionBatch(shift(b.obs), b.actions, b.rewards, b.discounts, shift(b.next_obs), b.intervened,
+                               b.weights)
 
     def target_q(self, b: TransitionBatch) -> torch.Tensor:
         """``R + discount * (min over a random critic subset of Q'(s', a') [- alpha log pi])``."""
@@ -110,9 +112,16 @@ class RLPDUpdater:
             return b.rewards + b.discounts * q_next
 
     def critic_loss(self, b: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean squared error of every member against the shared target; also the Q values."""
+        """Mean squared error of every member against the shared target (each row weighted by its
+        importance weight when the batch is a prioritized draw); also the Q values. The rows'
+        |TD errors| (ensemble mean) stay in ``td_errors`` for a prioritized sampler."""
         q = self.critics(b.obs, self.normalized(b.actions))
-        return ((q - self.target_q(b).unsqueeze(0)) ** 2).mean(), q.detach()
+        err = q - self.target_q(b).unsqueeze(0)
+        self.td_errors = err.detach().abs().mean(0)
+        sq = err ** 2
+        if b.weights is not None:
+            sq = sq * b.weights.to(sq).unsqueeze(0)
+        return sq.mean(), q.detach()
 
     def actor_loss(self, b: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor]:
         a, logp = self.actor.sample(b.obs, self.generator)

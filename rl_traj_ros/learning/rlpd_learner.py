@@ -26,6 +26,7 @@ from ..data.trajectory import Trajectory
 from ..storage.layout import flatten_trajectory
 from ..storage.mixer import DemoOnlineMixer
 from ..storage.replay_buffer import TrajectoryReplayBuffer
+from ..storage.sampler import PrioritizedSampler
 from .base import SUCCESS_REWARD, Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
 from .rlpd import RLPDUpdater, rlpd_default
 from .transitions import check_rows, to_transitions
@@ -39,7 +40,10 @@ class RLPDLearnerConfig:
     publish_every: int = rlpd_default('publish_every')      # gradient steps between weight versions
     publish_period_s: float = rlpd_default('publish_period_s')  # > 0: also publish after this long
     online_window: int = rlpd_default('online_window')      # online buffer: the newest N trajectories (0 = all)
-    normalize_states: bool = rlpd_default('normalize_states')  # standardize states by the demos' statistics
+    normalize_states: bool = rlpd_default('normalize_states')
+    prioritized_replay: bool = rlpd_default('prioritized_replay')  # online half by |TD error|
+    priority_alpha: float = rlpd_default('priority_alpha')
+    priority_beta: float = rlpd_default('priority_beta')  # standardize states by the demos' statistics
     success_reward: float = SUCCESS_REWARD
     run_id: str = ''
 
@@ -56,7 +60,10 @@ class RLPDLearner:
         self.updater, self.cfg, self.version = updater, cfg, int(version)
         # the newest trajectories in the cache's arena: a batch is one gather per field instead of one
         # read per sampled trajectory; older ones are read from memory
-        self.online = TrajectoryReplayBuffer(seed=seed, cache_size=ONLINE_ARENA, sample_window_size=cfg.online_window)
+        self.prioritized = (PrioritizedSampler(cfg.priority_alpha, cfg.priority_beta, seed=seed)
+                            if cfg.prioritized_replay else None)
+        self.online = TrajectoryReplayBuffer(seed=seed, cache_size=ONLINE_ARENA, sample_window_size=cfg.online_window,
+                                             sampler=self.prioritized)
         self.demos = demos if demos is not None else TrajectoryReplayBuffer(seed=seed + 1, cache_size=0,
                                                                            sample_window_size=0)
         self.mixer = DemoOnlineMixer(self.online, self.demos, cfg.online_ratio)
@@ -141,8 +148,14 @@ class RLPDLearner:
         n = min(self.budget(), max_steps)
         t0 = time.perf_counter()
         for _ in range(n):
-            batch = to_transitions(self.mixer.sample(self.updater.cfg.batch_size), self.updater.cfg.gamma)
-            for k, v in self.updater.step(batch).items():
+            rows = self.mixer.sample(self.updater.cfg.batch_size, with_index=self.prioritized is not None)
+            batch = to_transitions(rows, self.updater.cfg.gamma)
+            metrics = self.updater.step(batch)
+            if self.prioritized is not None:  # the online rows' new priorities: their |TD error|
+                online = rows['index/source'] == 0
+                self.prioritized.update_priority(rows['index/seq'][online], rows['index/row'][online],
+                                                 self.updater.td_errors[online])
+            for k, v in metrics.items():
                 self._sums[k] = self._sums.get(k, 0.0) + v
                 self._counts[k] = self._counts.get(k, 0) + 1
         self._t_train += time.perf_counter() - t0

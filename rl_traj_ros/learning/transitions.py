@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Optional
+
 import torch
 
 REQUIRED = ('curr_obs/states', 'next_obs/states', 'actions', 'rewards', 'dones', 'terminations', 'truncations',
@@ -27,6 +29,7 @@ class TransitionBatch:
     discounts: torch.Tensor             # [N] gamma^(slots counted), 0 after a termination
     next_obs: dict[str, torch.Tensor]
     intervened: torch.Tensor            # [N] bool: a human (or scripted operator) drove some slot
+    weights: Optional[torch.Tensor] = None  # [N] importance weights of a prioritized draw (None: all 1)
 
     def __len__(self) -> int:
         return self.actions.shape[0]
@@ -60,7 +63,8 @@ def to_transitions(rows: dict[str, torch.Tensor], gamma: float) -> TransitionBat
     terminated = ended & rows['terminations'].reshape(n, c).to(torch.bool)[torch.arange(n), first]
     discounts = (gamma ** (first + 1).to(torch.float32)) * (~terminated).to(torch.float32)
     return TransitionBatch(obs_of(rows, 'curr_obs'), rows['actions'].to(torch.float32), ret, discounts,
-                           obs_of(rows, 'next_obs'), rows['intervene_flags'].reshape(n, -1).to(torch.bool).any(1))
+                           obs_of(rows, 'next_obs'), rows['intervene_flags'].reshape(n, -1).to(torch.bool).any(1),
+                           rows.get('index/weight'))
 
 
 __all__ = ['TransitionBatch', 'REQUIRED', 'check_rows', 'obs_of', 'to_transitions']

@@ -35,7 +35,8 @@ from ..envs.cameras import CameraFrames, parse_cameras
 from ..envs.sim_franka import sim_env_from_params
 from ..episodes import CollectEpisode, collect_episode_kwargs
 from ..params.env_node import ENV_NODE
-from ..rollout.workers import EnvStats, EnvWorker, RolloutConfig
+from ..assembly import rollout_config
+from ..rollout.workers import EnvStats, EnvWorker
 from ..ros import conversion as cv
 from ..ros.images import CameraSubscriber
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
@@ -61,7 +62,7 @@ class FrankaEnvNode(LifecycleNode):
         self.p = p
         self.cameras = self._camera_subscriber(p)
         self.reply_wait = ReplyWait(p['request_resend_s'], p['reply_timeout_s'])
-        self.cfg = RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
+        self.cfg = rollout_config(p)
         self.env = None     # made in the rollout thread: an EGL context is bound to its thread
         self.worker: Optional[EnvWorker] = None
         self._latest_intervention: Optional[tuple[float, M.Intervention]] = None

@@ -43,7 +43,7 @@ from ..learning.base import Update
 from ..learning.loop import LearnerLoop, RunFiles, summary
 from ..learning.ppo import all_reduce_gradients
 from ..params.learner_node import LEARNER_NODE
-from ..rollout.workers import make_learner
+from ..assembly import make_learner
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
 from ..storage.files import BufferFileError

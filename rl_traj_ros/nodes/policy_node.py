@@ -26,7 +26,7 @@ from ..delivery.gate import ANSWER, REPEAT, WAIT, PolicyGate
 from ..delivery.outbox import Outbox
 from ..learning import weights as W
 from ..params.policy_node import POLICY_NODE
-from ..rollout.workers import make_policy_worker
+from ..assembly import make_policy_worker
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
 from .common import declare, run_node, topic, wait_acked

@@ -16,12 +16,11 @@ from rclpy.node import Node
 
 from .. import msg as M
 from .. import srv as S
+from ..assembly import make_buffer
 from ..delivery.sink import ExactlyOnceSink
 from ..params.writer_node import WRITER_NODE
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from ..storage.files import TrajectoryFiles
-from ..storage.replay_buffer import TrajectoryReplayBuffer
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic
 
 
@@ -30,10 +29,7 @@ class ReplayBufferWriterNode(Node):
         super().__init__('replay_buffer_writer_node')
         p = declare(self, WRITER_NODE)
         self.p = p
-        self.buffer = TrajectoryReplayBuffer(seed=p['seed'], cache_size=p['cache_size'],
-                                             sample_window_size=p['sample_window_size'],
-                                             storage=TrajectoryFiles(p['output_dir'], p['trajectory_format']),
-                                             max_pending_writes=p['max_pending_writes'])
+        self.buffer = make_buffer(p)
         self.sink = ExactlyOnceSink(self.buffer, p['dedupe_window'])
         self.counters = {'received': 0, 'decode_errors': 0, 'disk_stalls': 0}
         self.pub_ack = self.create_publisher(M.TrajectoryAck, topic(self, 'trajectory_ack'), DATA_QOS)

@@ -23,7 +23,7 @@ from ..data.identity import new_run_id
 from ..data.schema import MalformedPartError
 from ..delivery.outbox import Outbox
 from ..params.collector_node import COLLECTOR_NODE
-from ..rollout.workers import make_plan
+from ..assembly import make_plan
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked

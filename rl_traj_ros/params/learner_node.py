@@ -66,5 +66,10 @@ LEARNER_NODE = {
                          (1, 100000)),
     'normalize_states': Param(True, "rlpd: standardize states (actor and critics) by the demonstrations' mean "
                               'and std, fitted once at start; they travel with the weights'),
+    'prioritized_replay': Param(False, 'rlpd: draw the online half by priority (|TD error|, Schaul et al.) with '
+                                       'importance weights in the critic loss; false: uniform (RLPD)'),
+    'priority_alpha': Param(0.6, 'rlpd, prioritized_replay: how strongly priorities skew the draw (0: uniform)',
+                            (0.0, 10.0)),
+    'priority_beta': Param(0.4, 'rlpd, prioritized_replay: importance-weight correction (1: full)', (0.0, 1.0)),
     'online_window': Param(0, 'rlpd: the online buffer keeps the newest N trajectories (0 = all)', (0, 1 << 30)),
 }

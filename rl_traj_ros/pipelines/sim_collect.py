@@ -133,17 +133,15 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     from ..params.writer_node import WRITER_NODE
     from ..envs.sim_franka import sim_env_from_params
     from ..episodes import CollectEpisode, collect_episode_kwargs
-    from ..rollout.workers import EnvWorker, make_plan, make_policy_worker
-    from ..storage.replay_buffer import TrajectoryReplayBuffer
+    from ..assembly import make_buffer, make_plan, make_policy_worker, rollout_config
+    from ..rollout.workers import EnvWorker
     pe, pc = params['franka_env_node'], params['trajectory_collector_node']
     pw = resolve(WRITER_NODE, params['replay_buffer_writer_node'])
     policy = make_policy_worker(params['policy_node'])
     plan = make_plan(pc)
     collector = TrajectoryCollector(plan, pc.get('run_id') or new_run_id())
     buf_dir = str(Path(output_dir) / 'replay_buffer') if output_dir else pw['output_dir']
-    buffer = TrajectoryReplayBuffer(seed=pw['seed'], cache_size=pw['cache_size'],
-                                    sample_window_size=pw['sample_window_size'], auto_save=True,
-                                    auto_save_path=buf_dir, trajectory_format=pw['trajectory_format'])
+    buffer = make_buffer(params['replay_buffer_writer_node'], buf_dir)  # the writer node's, max_pending_writes too
     sink = ExactlyOnceSink(buffer, pw['dedupe_window'])
     rejected: list[str] = []
     workers, envs = [], []
@@ -220,12 +218,6 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
             'collector': {**collector.stats, 'unsettled_keys': collector.ledger.unsettled(),
                           'open_episodes': len(collector.open_episodes())},
             'writer': {**sink.counters, 'trajectories': len(buffer)}, 'rejected': rejected, 'updates': updates}
-
-
-def rollout_config(pe: dict, rank: int):
-    from ..rollout.workers import RolloutConfig
-    fields = RolloutConfig.__dataclass_fields__
-    return RolloutConfig(**{**{k: v for k, v in pe.items() if k in fields}, 'env_rank': rank})
 
 
 # -- as ROS 2 processes --------------------------------------------------------------------------

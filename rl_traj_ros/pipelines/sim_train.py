@@ -124,7 +124,7 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: str) -> dict:
     from ..learning.loop import LearnerLoop, RunFiles
     from ..params.learner_node import LEARNER_NODE
     from ..params.spec import resolve
-    from ..rollout.workers import make_learner
+    from ..assembly import make_learner
     pl = resolve(LEARNER_NODE, params['learner_node'])
     if pl['num_actors'] > 1:
         raise ValueError('--in-process runs one learner; several learner ranks need --num-learners over ROS')

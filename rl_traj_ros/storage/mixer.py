@@ -27,9 +27,17 @@ class DemoOnlineMixer:
         k = int(round(n * self.online_ratio))
         return k, n - k
 
-    def sample(self, n: int) -> dict[str, torch.Tensor]:
+    def sample(self, n: int, with_index: bool = False) -> dict[str, torch.Tensor]:
+        """A batch, online rows first; ``with_index``: each row's ``index/seq``, ``index/row``,
+        ``index/weight`` in its buffer and ``index/source`` (0 online, 1 demonstrations)."""
         k, m = self.split(n)
-        parts = [b.sample(c) for b, c in ((self.online, k), (self.demos, m)) if c]
+        parts = []
+        for source, (b, c) in enumerate(((self.online, k), (self.demos, m))):
+            if c:
+                part = b.sample(c, with_index=with_index)
+                if with_index:
+                    part['index/source'] = torch.full((c,), source)
+                parts.append(part)
         keys = set(parts[0]).intersection(*parts[1:])
         return {f: torch.cat([p[f] for p in parts]) for f in sorted(keys)}
 

@@ -143,6 +143,7 @@ class TrajectoryReplayBuffer:
                                         self.auto_save_path if self.auto_save else None, keys,
                                         ident.to_json() if ident is not None else None)
                 self._entries.append(entry)
+                self.sampler.added(entry)
                 self._total_samples += entry.num_samples
                 # ONE copy of the caller's tensors: into the cache arena, whose views the writer
                 # queue / in-memory store then share (detached on eviction), or else a clone
@@ -210,15 +211,20 @@ class TrajectoryReplayBuffer:
         w = self.sample_window_size
         return self._entries[-w:] if w and len(self._entries) > w else list(self._entries)
 
-    def sample(self, num_chunks: int) -> dict[str, torch.Tensor]:
-        """``num_chunks`` rows the sampler draws from the window: {field: [n, ...]}."""
+    def sample(self, num_chunks: int, with_index: bool = False) -> dict[str, torch.Tensor]:
+        """``num_chunks`` rows the sampler draws from the window: {field: [n, ...]}; with
+        ``with_index`` also each row's ``index/seq``, ``index/row`` and importance ``index/weight``
+        (what a prioritized sampler's ``update_priority`` takes back)."""
         self._check_open()
         if self._writer is not None and self._writer.error is not None:
             self.flush()
         with self._lock:  # one window for the sampler's draw and the gather
             window = self._window()
-            which, rows = self.sampler.sample(window, num_chunks)
-            return self._gather(window, which, rows)
+            draw = self.sampler.sample(window, num_chunks)
+            out = self._gather(window, draw.which, draw.rows)
+        if with_index:
+            out.update({'index/seq': draw.seqs, 'index/row': draw.rows, 'index/weight': draw.weights})
+        return out
 
     def get(self, which: torch.Tensor, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """The rows ``rows`` of the window's trajectories at positions ``which`` (a sampler's draw)."""
