@@ -82,3 +82,17 @@ def owns_socket(pid: int, inode: int) -> bool:
         except OSError:
             continue
     return False
+
+
+@contextmanager
+def scripted_cell(port: int, target, cameras):
+    """A robot cell's operator and cameras as stand-ins: the scripted SpaceMouse operator sending
+    raw HID reports to UDP ``port`` that drive the TCP to ``target`` (x, y, z), and one 320x240
+    camera stand-in per ``(topic, extra arguments)`` of ``cameras``."""
+    from contextlib import ExitStack
+    with ExitStack() as stack:
+        stack.enter_context(ros_process(['test/spacemouse_operator.py', str(port), *(str(x) for x in target)]))
+        for topic, extra in cameras:
+            stack.enter_context(ros_process(['test/camera_standin.py', '--width', '320', '--height', '240',
+                                             '--topic', topic, *extra], ready_line='[camera_standin]'))
+        yield

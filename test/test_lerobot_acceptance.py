@@ -26,7 +26,7 @@ import pytest
 from rl_traj_ros.episodes import CollectEpisode
 
 from episode_envs import ScriptedEnv
-from rosutil import ROOT, ros_process
+from rosutil import ROOT, scripted_cell
 from test_real_collect import franky_sim  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(os.environ.get('RL_TRAJ_ROS_LEROBOT') != '1',
@@ -154,10 +154,8 @@ def test_real_collect_with_cameras_trains_act_and_diffusion_as_the_readme_says(f
            '--episodes', '2', '--log-dir', str(tmp_path / 'logs'), '--hid-udp-port', str(port),
            '--camera', 'front=/acc_cam/front/image_raw', '--camera', 'wrist=/acc_cam/wrist/image_raw/compressed',
            '--quiet']
-    cams = ['test/camera_standin.py', '--width', '320', '--height', '240']
-    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']), \
-            ros_process([*cams, '--topic', '/acc_cam/front/image_raw'], ready_line='[camera_standin]'), \
-            ros_process([*cams, '--topic', '/acc_cam/wrist/image_raw/compressed'], ready_line='[camera_standin]'):
+    with scripted_cell(port, (0.5, 0.0, 0.3), [('/acc_cam/front/image_raw', []),
+                                               ('/acc_cam/wrist/image_raw/compressed', [])]):
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     ds = tmp_path / 'logs' / 'latest' / 'collected_data' / 'env_0'

@@ -16,7 +16,7 @@ pytest.importorskip('franky')
 pytest.importorskip('franky_sim')
 
 from lerobot_tools import needs_lerobot, train_tiny_act  # noqa: E402
-from rosutil import ROOT, owns_socket, ros_process, stop_process, tcp_listener_inode  # noqa: E402
+from rosutil import ROOT, owns_socket, ros_process, scripted_cell, stop_process, tcp_listener_inode  # noqa: E402
 
 def _free_host() -> str:
     """A loopback address where nothing listens on TCP 1337 yet: two franky-sims on one address
@@ -104,12 +104,9 @@ def collected(franky_sim, tmp_path_factory):
            '--episodes', '1', '--log-dir', str(tmp_path / 'logs'), '--demos-dir', str(demos),
            '--hid-udp-port', str(port), '--camera', 'front=/rc_cam/front/image_raw',
            '--camera', 'wrist=/rc_cam/wrist/image_raw/compressed', '--quiet']
-    cams = ['test/camera_standin.py', '--width', '320', '--height', '240']
     # the operator drives to config/real_collect.yaml's target_ee_pose
-    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']), \
-            ros_process([*cams, '--topic', '/rc_cam/front/image_raw'], ready_line='[camera_standin]'), \
-            ros_process([*cams, '--topic', '/rc_cam/wrist/image_raw/compressed', '--rate', '15'],
-                        ready_line='[camera_standin]'):
+    with scripted_cell(port, (0.5, 0.0, 0.3), [('/rc_cam/front/image_raw', []),
+                                               ('/rc_cam/wrist/image_raw/compressed', ['--rate', '15'])]):
         counts = []
         for run in (1, 2):
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
@@ -261,12 +258,10 @@ def test_real_eval_runs_a_lerobot_checkpoint_with_the_operator_able_to_take_over
            franky_sim, '--checkpoint', str(checkpoint), '--eval-episodes', '2', '--log-dir', str(out),
            '--hid-udp-port', str(port), '--camera', 'front=/re_cam/front/image_raw',
            '--camera', 'wrist=/re_cam/wrist/image_raw/compressed', '--quiet']
-    cams = ['test/camera_standin.py', '--width', '320', '--height', '240']
     # the operator holds the TCP at home (0.554, 0, 0.521): idle while the checkpoint keeps it there, it takes over
     # as soon as the checkpoint's actions move it more than 6 mm away
-    with ros_process(['test/spacemouse_operator.py', str(port), '0.554', '0.0', '0.521']), \
-            ros_process([*cams, '--topic', '/re_cam/front/image_raw'], ready_line='[camera_standin]'), \
-            ros_process([*cams, '--topic', '/re_cam/wrist/image_raw/compressed'], ready_line='[camera_standin]'):
+    with scripted_cell(port, (0.554, 0.0, 0.521), [('/re_cam/front/image_raw', []),
+                                                   ('/re_cam/wrist/image_raw/compressed', [])]):
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert '[real_eval] 2 episodes, 0 successful' in r.stdout, r.stdout[-2000:]  # the target is never reached
