@@ -192,6 +192,47 @@ def test_real_train_launch_arguments_reach_the_nodes_they_name(tmp_path):
         evaluate('real_train.launch.py', log_dir=tmp_path / 'logs2')
 
 
+def fake_checkpoint(d, state=18, size=64):
+    """What the launch files read of a lerobot-train checkpoint (its config.json features), no weights."""
+    d.mkdir(parents=True)
+    feats = {'observation.state': {'type': 'STATE', 'shape': [state]},
+             'observation.images.front': {'type': 'VISUAL', 'shape': [3, size, size]}}
+    (d / 'config.json').write_text(json.dumps({'type': 'act', 'input_features': feats}))
+    (d / 'model.safetensors').write_bytes(b'')
+    return d
+
+
+def test_sim_collect_launch_lerobot_arguments_reach_the_nodes(tmp_path):
+    ck = fake_checkpoint(tmp_path / 'act' / 'checkpoints' / 'last' / 'pretrained_model')
+    got = evaluate('sim_collect.launch.py', output_dir=tmp_path / 'out', policy='lerobot',
+                   checkpoint=tmp_path / 'act', eval_episodes=7)
+    root = '<node_namespace_unspecified>'
+    policy, env = got[(root, 'policy_node')], got[('/env_0', 'franka_env_node')]
+    assert policy['policy'] == 'lerobot' and policy['checkpoint'] == str((tmp_path / 'act').resolve())
+    assert (env['observation'], env['image_size'], env['image_obs']) == ('pixels', 64, True)  # what it was trained on
+    assert (env['state_split'], env['target_episodes'], env['only_success']) == ('eval', 7, False)
+    assert ck.exists()
+    with pytest.raises(ValueError, match="observation must be 'state' or 'pixels'"):
+        evaluate('sim_collect.launch.py', output_dir=tmp_path / 'out2', observation='depth')
+
+
+def test_real_eval_launch_arguments_reach_the_nodes_they_name(tmp_path):
+    ck = fake_checkpoint(tmp_path / 'pretrained_model', state=21, size=128)
+    got = evaluate('real_eval.launch.py', checkpoint=ck, robot_ip='127.0.0.9', episodes=3, log_dir=tmp_path / 'logs',
+                   hid_udp_port=27125, cameras='front=/image_raw')
+    root = '<node_namespace_unspecified>'
+    env, policy = got[('/env_0', 'franka_env_node')], got[(root, 'policy_node')]
+    assert env['robot_ip'] == '127.0.0.9' and env['target_episodes'] == 3 and env['require_teleop']
+    assert not env['teleop_only'] and env['autostart'] is False and env['camera_topics'] == ['front=/image_raw']
+    assert env['observation'] == 'pixels' and not env['only_success'] and env['collect_episodes']
+    assert policy['policy'] == 'lerobot' and policy['checkpoint'] == str(ck.resolve())
+    assert policy['camera_names'] == ['front'] and policy['chunk'] == env['chunk'] == 4
+    assert 'learner_node' not in {name for _, name in got}
+    assert 'hid_udp_port:=27125' in got[(root, 'spacemouse_teleop_node')]['_arguments']
+    with pytest.raises(ValueError, match='checkpoint is required'):
+        evaluate('real_eval.launch.py', log_dir=tmp_path / 'logs2')
+
+
 def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(tmp_path):
     """teleop:=gello without a Dynamixel: the GELLO node dies; the launch must end non-zero with
     the reason, and the env node must not have moved the robot (robot unreachable here too:
