@@ -95,8 +95,8 @@ class Server:
         b = next(iter(arrays.values())).shape[0]
         batch = self._batch(arrays, header.get('task') or [''] * b)
         if self.coeff is None:
-            if header.get('reset'):
-                self.policy.reset()  # action queues are empty between chunks; observation histories restart
+            if header.get('reset'):  # as LeRobot's loop at an episode start (action queues are empty between chunks)
+                self.reset()
             acts = [self.post(self.policy.select_action(batch)) for _ in range(self.steps)]
             return self.torch.stack(acts, 1).float().cpu().numpy()
         preds = self.policy.predict_action_chunk(batch)  # [B, T, A], normalized
@@ -113,12 +113,15 @@ class Server:
             self.pending[r] = [p for p in rows if p[0] < p[1].shape[0]]
         return self.post(out).float().cpu().numpy()
 
+    def reset(self) -> None:
+        self.policy.reset()
+        self.pre.reset()
+        self.post.reset()
+
     def select(self, arrays: dict, header: dict) -> np.ndarray:
         from lerobot.policies.utils import prepare_observation_for_inference
         if header.get('reset'):
-            self.policy.reset()
-            self.pre.reset()
-            self.post.reset()
+            self.reset()
         obs = {k: v[0] for k, v in arrays.items()}
         batch = self.pre(prepare_observation_for_inference(obs, self.torch.device(self.device),
                                                            (header.get('task') or [''])[0], ''))
