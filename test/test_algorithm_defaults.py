@@ -3,7 +3,6 @@
 not PPO's; the policy node's 'sac' actor has the RLPD learner's width."""
 import math
 
-import pytest
 import rclpy
 from rcl_interfaces.srv import DescribeParameters, GetParameters
 from rclpy.executors import SingleThreadedExecutor

@@ -10,7 +10,6 @@ collector node's ``TrajectoryPlan`` (``make_plan``), the writer node's buffer
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Callable, Optional
 
 import torch
@@ -96,8 +95,8 @@ def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = No
                     max_grad_norm=p['max_grad_norm'], target_kl=p['target_kl'], critic_warmup=p['critic_warmup'],
                     lr=p['lr'], normalize_advantages=p['normalize_advantages'])
     cfg = PPOLearnerConfig(rows // ranks, p['action_dim'], p['gamma'], p['gae_lambda'], p['advantage'], p['auto_reset'],
-                        p['max_version_lag'], p['num_epochs'] * p['chunks_per_epoch'], rank if ranks > 1 else -1,
-                        p['run_id'])
+                           p['max_version_lag'], p['num_epochs'] * p['chunks_per_epoch'], rank if ranks > 1 else -1,
+                           p['run_id'])
     return PPOLearner(model, ppo, cfg, all_reduce=all_reduce, seed=p['seed'])
 
 

@@ -13,13 +13,17 @@ import copy
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Optional
+from typing import TYPE_CHECKING, Callable, Generator, Optional
 
 import numpy as np
 import torch
 
 from ..data.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart,
                            TrajectoryKey, TrajectorySource)
+
+if TYPE_CHECKING:  # the annotations' names; ``assembly`` builds the models
+    from ..policies.actor_critic import ActorCritic
+    from ..policies.scripted import PickCubeExpert
 
 
 @dataclass
