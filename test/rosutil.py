@@ -44,6 +44,15 @@ def stop_process(p, grace=10.0):
             pass
 
 
+def free_udp_port(kind: str = 'udp') -> int:
+    """A port nothing on this machine holds now (the kernel's pick), for a SpaceMouse stand-in (or,
+    ``kind='tcp'``, a rendezvous): ports derived from the pid collide between tests and runs."""
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM if kind == 'udp' else socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
 def spin_until(executor, predicate, timeout=30.0):
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from rosutil import ROOT, ros_process
+from rosutil import ROOT, free_udp_port, ros_process
 from test_real_collect import franky_sim  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(
@@ -256,7 +256,7 @@ def launched_demos(franky_sim, tmp_path_factory):  # noqa: F811
     """real_collect.launch.py against franky-sim with a scripted SpaceMouse operator: (exit code,
     log, log_dir)."""
     tmp_path = tmp_path_factory.mktemp('real_collect_launch')
-    port = 29000 + os.getpid() % 1000
+    port = free_udp_port()
     with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
         rc, log = launch('real_collect.launch.py', tmp_path, f'robot_ip:={franky_sim}', 'num_data_episodes:=1',
                          f'log_dir:={tmp_path / "logs"}', f'hid_udp_port:={port}', timeout=300)
@@ -285,7 +285,7 @@ def test_real_train_launch_learns_from_real_collect_demos_against_franky_sim(fra
     from rl_traj_ros.pipelines.real_train import DEFAULT_CONFIG
     config = tmp_path / 'real_train.yaml'   # bounded staleness so that versions act in a short run (as the CLI test)
     config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'max_version_lag': 2}))
-    port = 29500 + os.getpid() % 400
+    port = free_udp_port()
     with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
         rc, log = launch('real_train.launch.py', tmp_path, f'config:={config}', f'robot_ip:={franky_sim}',
                          f'demos_dir:={demos}', 'steps:=4', f'log_dir:={tmp_path / "logs"}', f'hid_udp_port:={port}',

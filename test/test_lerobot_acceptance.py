@@ -26,7 +26,7 @@ import pytest
 from rl_traj_ros.episodes import CollectEpisode
 
 from episode_envs import ScriptedEnv
-from rosutil import ROOT, scripted_cell
+from rosutil import ROOT, free_udp_port, scripted_cell
 from test_real_collect import franky_sim  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(os.environ.get('RL_TRAJ_ROS_LEROBOT') != '1',
@@ -149,7 +149,7 @@ def test_real_collect_with_cameras_trains_act_and_diffusion_as_the_readme_says(f
     """real_collect with two camera stand-ins (raw rgb8, JPEG): the dataset loads with action
     chunks; the README's LeRobot block, run as written, trains ACT (loss falling) and diffusion
     and lerobot-dataset-viz logs both cameras."""
-    port = 28000 + os.getpid() % 1000
+    port = free_udp_port()
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--robot-ip', franky_sim,
            '--episodes', '2', '--log-dir', str(tmp_path / 'logs'), '--hid-udp-port', str(port),
            '--camera', 'front=/acc_cam/front/image_raw', '--camera', 'wrist=/acc_cam/wrist/image_raw/compressed',

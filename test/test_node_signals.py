@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from rosutil import ROOT
+from rosutil import ROOT, free_udp_port
 
 
 def test_env_node_that_requires_teleop_never_moves_without_a_device():
@@ -67,7 +67,7 @@ def _node_kinds(tmp_path, prefix):
         'trajectory_collector_node': [],
         'replay_buffer_writer_node': ['-p', f'output_dir:={tmp_path / "buffer"}'],
         'learner_node': ['-p', f'metrics_dir:={tmp_path / "learner"}'],
-        'spacemouse_teleop_node': ['-p', f'hid_udp_port:={28000 + os.getpid() % 1000}'],
+        'spacemouse_teleop_node': ['-p', f'hid_udp_port:={free_udp_port()}'],
     }, common
 
 

@@ -12,6 +12,8 @@ from rl_traj_ros.learning.ppo import (PPOConfig, PPOUpdater, all_reduce_gradient
 from rl_traj_ros.data.trajectory import Trajectory
 from rl_traj_ros.policies.actor_critic import ActorCritic
 
+from rosutil import free_udp_port
+
 
 def test_flatten_trajectories_reshapes_b_s_and_repeats_1d_per_step():
     x = torch.arange(12.).reshape(2, 3, 2)
@@ -128,7 +130,7 @@ def _rank(rank, world, port, out):
 
 def test_two_learner_ranks_end_every_update_with_identical_weights(tmp_path):
     import torch.multiprocessing as mp
-    port = 29500 + os.getpid() % 1000
+    port = free_udp_port('tcp')
     mp.spawn(_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True)
     a, b = (torch.load(tmp_path / f'rank{r}.pt', weights_only=True) for r in (0, 1))
     assert all(torch.equal(a[k], b[k]) for k in a)

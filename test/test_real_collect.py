@@ -16,7 +16,8 @@ pytest.importorskip('franky')
 pytest.importorskip('franky_sim')
 
 from lerobot_tools import needs_lerobot, train_tiny_act  # noqa: E402
-from rosutil import ROOT, owns_socket, ros_process, scripted_cell, stop_process, tcp_listener_inode  # noqa: E402
+from rosutil import (ROOT, free_udp_port, owns_socket, ros_process, scripted_cell, stop_process,  # noqa: E402
+                     tcp_listener_inode)
 
 def _free_host() -> str:
     """A loopback address where nothing listens on TCP 1337 yet: two franky-sims on one address
@@ -91,7 +92,7 @@ def collected(franky_sim, tmp_path_factory):
     """The README's real_collect, twice into one demos directory, with two camera driver topics
     (the stand-in: a raw rgb8 one and a JPEG one) and the scripted SpaceMouse operator."""
     tmp_path = tmp_path_factory.mktemp('real_collect')
-    port = 27000 + os.getpid() % 1000
+    port = free_udp_port()
     demos = tmp_path / 'demos'
     # the stand-ins are Python processes on a loaded 2-core machine: a frame gap of 0.2 s happens, which
     # the shipped 0.1 s tolerance rightly refuses; a real driver does not pause like that
@@ -175,7 +176,7 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     operator in the loop: the policy answers once the learner announced itself; the learner trains
     RLPD on demos + online rows and sends versions back; every stored row carries the version
     that produced it and the intervention flags; the run stops by itself after its steps."""
-    port = 27500 + os.getpid() % 400
+    port = free_udp_port()
     demos = collected[0] / 'demos'
     out = tmp_path / 'logs'
     # bounded staleness (step s waits for version s - 2): new versions act in this short run however loaded
@@ -247,7 +248,7 @@ def test_real_eval_runs_a_lerobot_checkpoint_with_the_operator_able_to_take_over
     replaces its actions, and both are recorded (replay buffer flags, LeRobot is_intervention)."""
     ds = collected[0] / 'logs' / 'latest' / 'collected_data' / 'env_0'
     checkpoint = train_tiny_act(ds, tmp_path / 'act')
-    port = 26500 + os.getpid() % 400
+    port = free_udp_port()
     import yaml
     from rl_traj_ros.pipelines.real_eval import DEFAULT_CONFIG
     config = tmp_path / 'real_eval.yaml'  # the stand-ins' tolerance as in `collected`; short episodes

@@ -187,3 +187,43 @@ def test_interventions_replace_actions_and_are_recorded(tmp_path):
     expert = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]).repeat(4)  # C=4 slots
     rows = flags.reshape(-1, 28).all(1)
     assert torch.allclose(data['actions'].reshape(-1, 28)[rows], expert.expand(int(rows.sum()), 28))
+
+
+def test_no_node_outlives_a_killed_runner(tmp_path):
+    """SIGKILL on `run sim_collect` (a crash, a harness's timeout) cannot flush anything, but its
+    nodes must not go on publishing into the next run's topics or drive a robot: each gets SIGINT
+    from the kernel and ends."""
+    import os
+    import signal
+    import time
+    runner = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--no-images',
+                               '--episodes', '100000', '--output-dir', str(tmp_path / 'out'), '--quiet'], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children():
+        try:
+            return [int(x) for x in Path(f'/proc/{runner.pid}/task/{runner.pid}/children').read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    def alive(pid):
+        try:
+            return Path(f'/proc/{pid}/stat').read_text().split(')')[1].split()[0] != 'Z'
+        except FileNotFoundError:
+            return False
+    env_log = tmp_path / 'out' / 'node_logs' / 'env_0.log'
+    deadline = time.monotonic() + 120  # every node past its start-up lines: quiet, as in a long run
+    while time.monotonic() < deadline and 'activated' not in (env_log.read_text() if env_log.exists() else ''):
+        time.sleep(0.2)
+    time.sleep(3.0)
+    nodes = children()
+    assert len(nodes) >= 4, f'the runner started {nodes}'  # writer, collector, policy, env
+    runner.kill()
+    runner.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(alive(p) for p in nodes):
+        time.sleep(0.2)
+    left = [p for p in nodes if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f'nodes {left} still running 60 s after their runner was killed'

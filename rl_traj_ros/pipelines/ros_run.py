@@ -4,18 +4,22 @@ What ``run sim_collect``/``sim_train``/``real_collect`` start: each node in its 
 group with its output streamed and kept under ``<workdir>/node_logs/``, progress and totals
 read from the nodes' /diagnostics (not from printed lines), and an orderly end: wait for the
 env nodes, drain (everything the collector flushed is stored), then SIGINT every node (each
-flushes) and SIGKILL only what did not exit within 30 s. ``command`` is the one place a node's
+flushes) and SIGKILL only what did not exit within 30 s. Should the runner itself die (SIGKILL, a
+crash), the kernel sends each node SIGINT (``PR_SET_PDEATHSIG``): no node outlives the run that
+started it, driving a robot or publishing into the next run's topics. ``command`` is the one place a node's
 command line is made: a subclass can run a node another way (under a network namespace, or
 a test's variant of a node).
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -34,6 +38,19 @@ def installed_executable(package: str, executable: str) -> str:
     if not os.access(path, os.X_OK):
         raise FileNotFoundError(f'ROS package {package!r} has no executable {executable!r} ({path})')
     return str(path)
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith('linux') else None
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child before exec (nothing imported there): SIGINT, a node's orderly end, when the
+    runner's thread dies."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
+        if os.getppid() != parent:  # the runner died before the request took effect
+            os._exit(1)
 
 
 class RosRun:
@@ -66,7 +83,7 @@ class RosRun:
         self.specs[name] = (module, extra)
         proc = self.procs[name] = subprocess.Popen(self.command(name, module, extra), stdout=subprocess.PIPE,
                                                    stderr=subprocess.STDOUT, text=True, env=self.env,
-                                                   start_new_session=True)
+                                                   start_new_session=True, preexec_fn=partial(_die_with_parent, os.getpid()))
         sink = self.logs[name] = []
         (self.work / 'node_logs').mkdir(exist_ok=True)
         log_file = open(self.work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs
