@@ -135,7 +135,8 @@ def run_sb3(budget_s: float, snapshot_s: float, seed: int = 0, tuned: bool = Tru
 
 def sb3_act(model, obs_rms, clip):
     """The deterministic action on held-out states, normalized as the snapshot's VecNormalize did."""
-    def act(s):
+    def act(obs):
+        s = obs['states']
         if obs_rms is not None:
             s = np.clip((s - obs_rms.mean) / np.sqrt(obs_rms.var + 1e-8), -clip, clip).astype(np.float32)
         return model.predict(s, deterministic=True)[0]

@@ -16,6 +16,14 @@ curves in one figure.
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant fixed [--budget-s 420] [--interventions] [--ppo-anchor]'
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant random --learner normalize_states=false'
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant random --compare prioritized_replay=true'
+    bash -c 'source env.sh && python bench/bench_rlpd.py --obs pixels --variant random --budget-s 2700'
+
+``--obs pixels``: the demonstrations and the run see 18 proprioceptive states and the front and
+wrist cameras at 64x64 (rendered at the control rate, in evaluation too), never the cube's
+position (``config/sim_demos_pixels.yaml``, ``config/sim_train_rlpd_pixels.yaml``: the frozen
+keypoint encoder); then, in the same invocation, state-based RLPD as the anchor
+(``--anchor-budget-s``). Printed besides the curves: gradient steps/s, the env's achieved control
+rate while the learner trains, the encoder's pretraining and its cost per frame.
 
 ``--compare KEY=VALUE``: after the first run, a second RLPD run of the same budget on the same
 demonstrations with these learner overrides, both curves in one figure.
@@ -60,11 +68,33 @@ def variant_config(src: Path, dst: Path, variant: str, learner: Optional[dict] =
     return dst
 
 
-def config(tmp: Path, variant: str, snapshot_every: int, learner: dict) -> tuple[Path, Path]:
-    """The shipped demo and RLPD configs for this variant."""
+CONFIG_NAMES = {'state': ('sim_demos.yaml', 'sim_train_rlpd.yaml'),
+                'pixels': ('sim_demos_pixels.yaml', 'sim_train_rlpd_pixels.yaml')}
+
+
+def config(tmp: Path, variant: str, snapshot_every: int, learner: dict, obs: str = 'state') -> tuple[Path, Path]:
+    """The shipped demo and RLPD configs for this variant and observation."""
     return tuple(variant_config(ROOT / 'config' / name, tmp / name, variant,
                                 {'snapshot_every': snapshot_every, **learner})
-                 for name in ('sim_demos.yaml', 'sim_train_rlpd.yaml'))
+                 for name in CONFIG_NAMES[obs])
+
+
+def encoder_cost_ms(pp: dict, env: dict, frames: int = 200) -> float:
+    """The frozen keypoint encoder's cost per frame as the policy node pays it (a request of
+    ``num_envs`` observations, every camera), on rendered sim frames."""
+    from rl_traj_ros.envs.sim_franka import sim_env_from_params
+    from rl_traj_ros.policies.keypoints import camera_views
+    actor = sac_actor(pp).eval()
+    e = sim_env_from_params({**env, 'state_split': 'eval', 'num_env_nodes': 1}, 0)
+    try:
+        obs, _ = e.reset()
+    finally:
+        e.close()
+    views = camera_views({k: torch.from_numpy(obs[k]) for k in ('main_images', 'extra_view_images')})
+    t = time.perf_counter()
+    for _ in range(frames // views.shape[0]):
+        actor.encoder.encode(views)
+    return (time.perf_counter() - t) * 1e3 / (frames // views.shape[0] * views.shape[0])
 
 
 def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episodes: int, max_snapshots: int,
@@ -93,9 +123,11 @@ def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episod
     return curve, steps_curve
 
 
-def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args) -> tuple[list, list]:
+def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
+             budget_s: Optional[float] = None) -> tuple[list, list]:
     """One RLPD run over DDS for the budget, its snapshots scored on held-out episodes:
     (wall-time curve, env-step curve)."""
+    budget_s = args.budget_s if budget_s is None else budget_s
     operator = None
     if args.interventions:
         operator = subprocess.Popen([sys.executable, 'test/expert_operator.py'], cwd=ROOT, start_new_session=True,
@@ -105,7 +137,7 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args) -> tu
     run = cli('sim_train', '--config', str(train_cfg), '--demos-dir', str(demos_dir), '--steps', '1000000',
               '--output-dir', str(out))
     try:
-        run.wait(args.budget_s)
+        run.wait(budget_s)
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGINT)
         run.wait(120)
@@ -116,7 +148,7 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args) -> tu
     lines = [json.loads(x) for x in (out / 'metrics.jsonl').read_text().splitlines()]
     at = {int(m['version']): m for m in lines}
     snaps = sorted((int(f.stem.split('_v')[1]), f) for f in (out / 'weights').glob('policy_v*.pt'))
-    snaps = [(v, f) for v, f in snaps if v in at and at[v]['time'] - t0 <= args.budget_s]
+    snaps = [(v, f) for v, f in snaps if v in at and at[v]['time'] - t0 <= budget_s]
     if len(snaps) > args.max_snapshots:
         step = len(snaps) / args.max_snapshots
         snaps = [snaps[min(len(snaps) - 1, round((i + 1) * step) - 1)] for i in range(args.max_snapshots)]
@@ -127,7 +159,7 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args) -> tu
     curve, steps_curve = [(0.0, 0.0)], [(0.0, 0.0)]
     print(f'{name}: pick and lift ({args.variant} cube), {args.demos} demos'
           f"{' with scripted interventions' if args.interventions else ''}, {args.eval_episodes} held-out "
-          f'episodes per snapshot, budget {args.budget_s:.0f} s')
+          f'episodes per snapshot, budget {budget_s:.0f} s')
     for v, f in snaps:
         actor = sac_actor(pp)
         actor.load_state_dict(torch.load(f, weights_only=True))
@@ -140,7 +172,24 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args) -> tu
               f"training success so far {m['success_rate']:.0%}, intervention rate {m['intervention_rate']:.2f}")
     last = lines[-1] if lines else {}
     print(f"  total: {last.get('updates', 0):.0f} gradient steps, {last.get('env_steps', 0):.0f} env steps")
+    if len(lines) > 1:  # the env's control rate while the learner trained: control steps per env and second
+        rate = (lines[-1]['env_steps'] - lines[0]['env_steps']) / (lines[-1]['time'] - lines[0]['time']) \
+            / (env['num_envs'] * p['franka_env_node'].get('num_env_nodes', 1))
+        hz = p['franka_env_node']['control_rate_hz']
+        print(f'  env control rate while training: {rate:.2f} Hz of {hz:.0f} Hz ({rate / hz:.0%})')
+    if 'encoder_pretrain_s' in last:
+        print(f"  keypoint encoder: pretrained on {last['encoder_pretrain_frames']:.0f} frames in "
+              f"{last['encoder_pretrain_s']:.0f} s (reconstruction loss {last['encoder_pretrain_loss']:.4f}); "
+              f'{encoder_cost_ms(pp, env):.2f} ms per frame (2 cameras) in the policy node')
     return curve, steps_curve
+
+
+def record_demos(demos_cfg: Path, out: Path, episodes: int) -> None:
+    t = time.time()
+    subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(demos_cfg),
+                    '--episodes', str(episodes), '--output-dir', str(out), '--in-process'],
+                   cwd=ROOT, check=True, capture_output=True)
+    print(f'{episodes} expert demonstrations ({demos_cfg.name}) recorded in {time.time() - t:.0f} s (not in the budget)')
 
 
 def cli(*args, **kw) -> subprocess.Popen:
@@ -151,6 +200,10 @@ def cli(*args, **kw) -> subprocess.Popen:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument('--variant', choices=['fixed', 'random'], default='fixed')
+    ap.add_argument('--obs', choices=['state', 'pixels'], default='state',
+                    help="pixels: config/sim_*_pixels.yaml (18 proprioceptive states + 64x64 front and wrist "
+                         "cameras, no cube position), then the state-based run as the anchor")
+    ap.add_argument('--anchor-budget-s', type=float, default=600.0, help='--obs pixels: the state anchor\'s budget')
     ap.add_argument('--budget-s', type=float, default=420.0)
     ap.add_argument('--demos', type=int, default=20)
     ap.add_argument('--eval-episodes', type=int, default=20)
@@ -170,15 +223,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         learner = {k: yaml.safe_load(v) for k, v in (x.split('=', 1) for x in args.learner)}
-        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every, learner)
-        t = time.time()
-        subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(demos_cfg),
-                        '--episodes', str(args.demos), '--output-dir', str(tmp / 'demos'), '--in-process'],
-                       cwd=ROOT, check=True, capture_output=True)
-        print(f'{args.demos} expert demonstrations recorded in {time.time() - t:.0f} s (not in the budget)')
-        name = f"RLPD, {args.demos} demos{' + interventions' if args.interventions else ''}"
+        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every, learner, args.obs)
+        record_demos(demos_cfg, tmp / 'demos', args.demos)
+        name = (f"RLPD{' from pixels' if args.obs == 'pixels' else ''}, {args.demos} demos"
+                f"{' + interventions' if args.interventions else ''}")
         curves, steps_curves = {}, {}
         curves[name], steps_curves[name] = rlpd_run(tmp, 'run', train_cfg, tmp / 'demos' / 'replay_buffer', args)
+        if args.obs == 'pixels':
+            print(f'anchor: state-based RLPD (the cube\'s position in the states), budget {args.anchor_budget_s:.0f} s')
+            (tmp / 'anchor').mkdir()
+            a_demos, a_train = config(tmp / 'anchor', args.variant, args.snapshot_every, learner, 'state')
+            record_demos(a_demos, tmp / 'anchor' / 'demos', args.demos)
+            anchor = f'RLPD from state (anchor), {args.demos} demos'
+            curves[anchor], steps_curves[anchor] = rlpd_run(tmp, 'anchor_run', a_train,
+                                                            tmp / 'anchor' / 'demos' / 'replay_buffer', args,
+                                                            budget_s=args.anchor_budget_s)
         if args.compare:
             other = {k: yaml.safe_load(v) for k, v in (x.split('=', 1) for x in args.compare)}
             (tmp / 'compare').mkdir()

@@ -69,7 +69,8 @@ def sac_actor(p: dict) -> SquashedGaussianActor:
     """The RLPD actor the policy node samples and the learner trains: the same parameters and
     seed give the same version-0 model on both sides."""
     return SquashedGaussianActor(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'],
-                                 action_scale(p['sac_action_scale'], p['action_dim']), p['use_images'], seed=p['seed'])
+                                 action_scale(p['sac_action_scale'], p['action_dim']), p['use_images'], seed=p['seed'],
+                                 image_encoder=p['image_encoder'], cameras=len(p['camera_names']))
 
 
 def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = None):
@@ -112,14 +113,16 @@ def make_offpolicy_learner(p: dict):
                      critic_subsample=p['critic_subsample'], critic_actor_ratio=p['critic_actor_ratio'],
                      backup_entropy=p['backup_entropy'], grad_clip=p['max_grad_norm'])
     critics = CriticEnsemble(p['state_dim'], p['action_dim'], p['chunk'], cfg.num_critics, p['hidden'],
-                             p['use_images'], seed=p['seed'])
+                             p['use_images'], seed=p['seed'], image_encoder=p['image_encoder'],
+                             cameras=len(p['camera_names']))
     updater = RLPDUpdater(sac_actor(p), critics, cfg, seed=p['seed'])
     demos = load_demos(p['demos_dir'], p['seed']) if p['demos_dir'] else None
     return RLPDLearner(updater, RLPDLearnerConfig(
         utd_ratio=p['utd_ratio'], online_ratio=p['online_ratio'], min_online_steps=p['min_online_steps'],
         publish_every=p['publish_every'], publish_period_s=p['publish_period_s'], online_window=p['online_window'],
         normalize_states=p['normalize_states'], prioritized_replay=p['prioritized_replay'],
-        priority_alpha=p['priority_alpha'], priority_beta=p['priority_beta'], run_id=p['run_id']), demos, seed=p['seed'])
+        priority_alpha=p['priority_alpha'], priority_beta=p['priority_beta'],
+        encoder_pretrain_epochs=p['encoder_pretrain_epochs'], run_id=p['run_id']), demos, seed=p['seed'])
 
 
 def make_plan(params: dict) -> TrajectoryPlan:

@@ -11,6 +11,12 @@ at ``online_ratio`` (``storage.mixer.DemoOnlineMixer``). The gradient steps are 
 ``utd_ratio`` (critic steps per new control step of online data); the learner trains as fast
 as it can within that budget, and reports the ratio it reached. States are standardized by the
 demonstrations' mean and standard deviation, fitted once at start (``normalize_states``).
+
+With the frozen keypoint encoder (``image_encoder: keypoints``) the learner pretrains it once,
+when the first gradient step is due (after ``min_online_steps``), on the demonstrations' and
+the rollouts' frames so far; from then on every row is encoded once as it arrives and kept as
+``image_features`` without its images, so a gradient step is MLPs only (the actor's encoder is
+the one the policy node runs: its weights go out with the actor's).
 """
 from __future__ import annotations
 
@@ -23,10 +29,12 @@ import torch
 
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory
+from ..policies.keypoints import KeypointEncoder, camera_views
 from ..storage.layout import flatten_trajectory
 from ..storage.mixer import DemoOnlineMixer
 from ..storage.replay_buffer import TrajectoryReplayBuffer
 from ..storage.sampler import PrioritizedSampler
+from .encoder_pretrain import PretrainResult, pretrain_keypoints
 from .base import SUCCESS_REWARD, Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
 from .rlpd import RLPDUpdater, rlpd_default
 from .transitions import check_rows, to_transitions
@@ -43,7 +51,8 @@ class RLPDLearnerConfig:
     normalize_states: bool = rlpd_default('normalize_states')
     prioritized_replay: bool = rlpd_default('prioritized_replay')  # online half by |TD error|
     priority_alpha: float = rlpd_default('priority_alpha')
-    priority_beta: float = rlpd_default('priority_beta')  # standardize states by the demos' statistics
+    priority_beta: float = rlpd_default('priority_beta')
+    encoder_pretrain_epochs: int = rlpd_default('encoder_pretrain_epochs')   # image_encoder 'keypoints'
     success_reward: float = SUCCESS_REWARD
     run_id: str = ''
 
@@ -64,7 +73,8 @@ class RLPDLearner:
                             if cfg.prioritized_replay else None)
         self.online = TrajectoryReplayBuffer(seed=seed, cache_size=ONLINE_ARENA, sample_window_size=cfg.online_window,
                                              sampler=self.prioritized)
-        self.demos = demos if demos is not None else TrajectoryReplayBuffer(seed=seed + 1, cache_size=0,
+        self.seed, self.demos_seed = seed, seed + 1
+        self.demos = demos if demos is not None else TrajectoryReplayBuffer(seed=self.demos_seed, cache_size=0,
                                                                            sample_window_size=0)
         self.mixer = DemoOnlineMixer(self.online, self.demos, cfg.online_ratio)
         if demos is not None and cfg.normalize_states:
@@ -72,6 +82,10 @@ class RLPDLearner:
             rows = demos.all_samples(('curr_obs/states', 'next_obs/states'))
             updater.fit_state_normalizer(torch.cat([rows['curr_obs/states'], rows['next_obs/states']]))
         self._seen: set[TrajectoryId] = set()
+        encoder = updater.actor.encoder
+        self.keypoints = encoder if isinstance(encoder, KeypointEncoder) else None
+        self._early: list[tuple[dict, tuple]] = []   # rows that wait for the keypoint encoder's pretraining
+        self.pretrained: Optional[PretrainResult] = None
         self.counters = {'trajectories': 0, 'duplicates': 0, 'not_ours': 0, 'updates': 0, 'env_steps': 0,
                          'intervened_steps': 0, 'intervened_rows_to_demos': 0, 'episodes': 0, 'successes': 0,
                          'episodes_with_intervention': 0}
@@ -108,6 +122,20 @@ class RLPDLearner:
             self._seen.add(ident)
         flat, shape, _ = flatten_trajectory(traj)
         check_rows(flat, f'trajectory {ident}')
+        if self.keypoints is not None and not bool(self.keypoints.frozen):
+            self._early.append((flat, shape))
+        else:
+            self._store(flat, shape)
+        c = traj.rewards.shape[-1]
+        self.counters['trajectories'] += 1
+        self.counters['env_steps'] += shape[0] * shape[1] * c
+        self.counters['intervened_steps'] += int(traj.intervene_flags.reshape(*traj.rewards.shape, -1).any(-1).sum())
+        self._episode_figures(traj)
+        return None
+
+    def _store(self, flat: dict, shape: tuple) -> None:
+        """Rows into the online buffer, and those a human drove into the demonstrations too."""
+        flat = self._encoded(flat)
         # the rows just flattened, as [T, B, ...] again (views): the buffer does not align them a second time
         self.online.add_trajectories([{k: v.reshape(*shape, *v.shape[1:]) for k, v in flat.items()}])
         intervened = flat['intervene_flags'].reshape(flat['intervene_flags'].shape[0], -1).any(1)
@@ -115,12 +143,47 @@ class RLPDLearner:
             rows = {k: v[intervened].unsqueeze(1) for k, v in flat.items()}
             self.demos.add_trajectories([rows])
             self.counters['intervened_rows_to_demos'] += int(intervened.sum())
-        c = traj.rewards.shape[-1]
-        self.counters['trajectories'] += 1
-        self.counters['env_steps'] += shape[0] * shape[1] * c
-        self.counters['intervened_steps'] += int(traj.intervene_flags.reshape(*traj.rewards.shape, -1).any(-1).sum())
-        self._episode_figures(traj)
-        return None
+
+    # -- the frozen keypoint encoder ------------------------------------------------------------
+    def _encoded(self, rows: dict) -> dict:
+        """``<obs>/image_features`` in place of the cameras' images (the frozen encoder's, once per row)."""
+        if self.keypoints is None:
+            return rows
+        out = dict(rows)
+        for obs in ('curr_obs', 'next_obs'):
+            if f'{obs}/main_images' not in out:   # encoded already
+                continue
+            views = camera_views({k[len(obs) + 1:]: out.pop(k) for k in list(out)
+                                  if k in (f'{obs}/main_images', f'{obs}/extra_view_images')})
+            out[f'{obs}/image_features'] = self.keypoints.encode(views.reshape(-1, *views.shape[-4:]))
+        return out
+
+    def _encode_demos(self) -> None:
+        if len(self.demos):
+            rows = self._encoded(self.demos.all_samples())
+            self.demos = TrajectoryReplayBuffer(seed=self.demos_seed, cache_size=0, sample_window_size=0)
+            self.demos.add_trajectories([{k: v.unsqueeze(1) for k, v in rows.items()}])
+            self.mixer = DemoOnlineMixer(self.online, self.demos, self.cfg.online_ratio)
+
+    def pretrain_encoder(self) -> PretrainResult:
+        """The keypoint encoder on every frame the learner holds (demonstrations, the rollouts so
+        far), then frozen; the held rows are encoded and stored."""
+        def frames(rows: dict) -> torch.Tensor:
+            return camera_views({k.split('/', 1)[1]: v for k, v in rows.items()
+                                 if k in ('curr_obs/main_images', 'curr_obs/extra_view_images')})
+        views = [frames(self.demos.all_samples(('curr_obs/main_images', 'curr_obs/extra_view_images')))] \
+            if len(self.demos) else []
+        views += [frames(flat) for flat, _ in self._early]
+        self.pretrained = pretrain_keypoints(self.keypoints, torch.cat(views), self.cfg.encoder_pretrain_epochs,
+                                             seed=self.seed)
+        self._encode_held()
+        return self.pretrained
+
+    def _encode_held(self) -> None:
+        self._encode_demos()
+        early, self._early = self._early, []
+        for flat, shape in early:
+            self._store(flat, shape)
 
     def _episode_figures(self, t: Trajectory) -> None:
         done, success = episode_ends(t, self.cfg.success_reward)
@@ -147,6 +210,8 @@ class RLPDLearner:
         """Up to ``max_steps`` gradient steps within the budget; a new version when one is due."""
         n = min(self.budget(), max_steps)
         t0 = time.perf_counter()
+        if n and self.keypoints is not None and not bool(self.keypoints.frozen):
+            self.pretrain_encoder()
         for _ in range(n):
             rows = self.mixer.sample(self.updater.cfg.batch_size, with_index=self.prioritized is not None)
             batch = to_transitions(rows, self.updater.cfg.gamma)
@@ -178,6 +243,9 @@ class RLPDLearner:
                        intervention_rate=c['intervened_steps'] / max(c['env_steps'], 1),
                        episodes_with_intervention=c['episodes_with_intervention'] / max(c['episodes'], 1),
                        version=float(self.version + 1), step_s=now - self._t_publish)
+        if self.pretrained is not None:   # the keypoint encoder's pretraining, before the first step
+            metrics.update(encoder_pretrain_s=self.pretrained.seconds, encoder_pretrain_frames=self.pretrained.frames,
+                           encoder_pretrain_loss=self.pretrained.last_loss)
         self.version += 1
         self._since_publish, self._t_publish, self._t_train = 0, now, 0.0
         self._sums, self._counts = {}, {}
@@ -198,6 +266,8 @@ class RLPDLearner:
             raise ValueError(f"{directory} holds a {state.get('algorithm', 'ppo')} learner's checkpoint, not an RLPD one")
         self.updater.load_state_dict(state['rlpd'])
         self.version = int(state['version'])
+        if self.keypoints is not None and bool(self.keypoints.frozen):
+            self._encode_held()   # the checkpoint's frozen encoder: no second pretraining
         # the data counters are rebuilt as the online buffer is (catching up from the writer's buffer)
         self.counters['updates'] = int(state['counters']['updates'])
         return True

@@ -4,7 +4,8 @@ from .spec import Param, pick
 
 LEARNER_NODE = {
     **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'num_envs', 'num_env_nodes', 'gamma', 'gae_lambda',
-           'num_epochs', 'chunks_per_epoch', 'num_actors', 'use_images', 'sac_action_scale'),
+           'num_epochs', 'chunks_per_epoch', 'num_actors', 'use_images', 'image_encoder', 'camera_names',
+           'sac_action_scale'),
     'algorithm': Param('ppo', "'ppo' (on-policy, one update per training step) or 'rlpd' (off-policy SAC with "
                               'demonstrations in the buffer, gradient steps as fast as the data allows)'),
     'seed': Param(0, 'model init seed (the policy node\'s, so version 0 is the same model)'),
@@ -58,7 +59,10 @@ LEARNER_NODE = {
     'target_entropy': Param(float('nan'), "rlpd: target entropy; NaN (.nan in YAML): -|A|/2 over the chunk's "
                                           'action entries (any number, 0 too, is taken as it is)'),
     'backup_entropy': Param(False, 'rlpd: subtract alpha log pi in the critic target (SAC; RLPD leaves it out)'),
-    'min_online_steps': Param(0, 'rlpd: online control steps before the first gradient step', (0, 1 << 40)),
+    'min_online_steps': Param(0, 'rlpd: online control steps before the first gradient step (image_encoder '
+                                 "'keypoints': also the first rollouts' frames it pretrains on)", (0, 1 << 40)),
+    'encoder_pretrain_epochs': Param(30, "rlpd, image_encoder 'keypoints': passes over the frames before RL",
+                                     (1, 100000)),
     'publish_every': Param(50, 'rlpd: gradient steps between weight versions', (1, 1 << 30)),
     'publish_period_s': Param(0.0, 'rlpd: also publish after this many seconds with new steps (0 = off)',
                               (0.0, 3600.0)),

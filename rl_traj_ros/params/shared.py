@@ -27,7 +27,11 @@ SHARED = {
     'sac_action_scale': Param([1.0], "policy 'sac' / algorithm 'rlpd': the actor's action range per action "
                                      'dimension (env units: m per control step, 1 for a gripper command); one '
                                      'value: every dimension'),
-    'use_images': Param(False, 'add a CNN over obs/main_images'),
+    'use_images': Param(False, 'the RLPD actor and critics (and PPO\'s actor-critic) see the cameras too'),
+    'image_encoder': Param('cnn', "use_images, policy 'sac' / algorithm 'rlpd': 'cnn' (a small CNN over "
+                                  'main_images trained end to end, DrQ shifts) or \'keypoints\' (spatial-softmax '
+                                  'keypoints of every camera, pretrained self-supervised on the demos\' and first '
+                                  'rollouts\' frames, then frozen: features computed once per frame)'),
     'camera_names': Param(['front', 'wrist'], 'camera names, main camera first: the dataset\'s '
                                               'observation.images.<camera> keys (lerobot naming)'),
     'collect_transitions': Param(False, 'keep curr_obs/next_obs (whole transitions) in the parts and trajectories'),

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .keypoints import KEYPOINTS, KeypointEncoder, camera_views
 from .nets import CONV_FEATURES, conv_trunk, seeded
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -62,10 +63,35 @@ class ImageEncoder(nn.Module):
 
     def __init__(self, out: int = 64):
         super().__init__()
+        self.out_features = out
         self.net = nn.Sequential(*conv_trunk(), nn.Linear(CONV_FEATURES, out), nn.LayerNorm(out), nn.Tanh())
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net(images.permute(0, 3, 1, 2).to(torch.float32) / 255.0)
+
+
+IMAGE_ENCODERS = ('cnn', 'keypoints')
+
+
+def make_encoder(kind: str, cameras: int) -> nn.Module:
+    if kind == 'cnn':
+        return ImageEncoder()
+    if kind == 'keypoints':
+        return KeypointEncoder(cameras)
+    raise ValueError(f"image_encoder must be one of {IMAGE_ENCODERS}, got {kind!r}")
+
+
+def image_features(encoder: Optional[nn.Module], obs: dict) -> torch.Tensor:
+    """The features of an observation's cameras: the cached ``image_features`` when the learner
+    put them there (a frozen encoder's), else the encoder over the images."""
+    if 'image_features' in obs:
+        return obs['image_features'].to(torch.float32)
+    if encoder is None:
+        raise ValueError("the critics of image_encoder 'keypoints' train on cached features: the batch has no "
+                         "'image_features' (the learner computes them once per stored row)")
+    if isinstance(encoder, KeypointEncoder):
+        return encoder(camera_views(obs))
+    return encoder(obs['main_images'])
 
 
 def mlp(inp: int, hidden: int, layers: int = 2) -> nn.Sequential:
@@ -77,7 +103,8 @@ def mlp(inp: int, hidden: int, layers: int = 2) -> nn.Sequential:
 
 class SquashedGaussianActor(nn.Module):
     def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = 256,
-                 action_scale: Optional[Sequence[float]] = None, use_images: bool = False, seed: int = 0):
+                 action_scale: Optional[Sequence[float]] = None, use_images: bool = False, seed: int = 0,
+                 image_encoder: str = 'cnn', cameras: int = 1):
         super().__init__()
         with seeded(seed):  # the same initial weights in every process, the global RNG untouched
             self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
@@ -86,8 +113,8 @@ class SquashedGaussianActor(nn.Module):
                 raise ValueError(f'action_scale must be {action_dim} positive numbers, got {scale.tolist()}')
             self.register_buffer('scale', scale.repeat(chunk))
             self.norm = StateNormalizer(state_dim)
-            self.encoder = ImageEncoder() if use_images else None
-            self.body = mlp(state_dim + (64 if use_images else 0), hidden)
+            self.encoder = make_encoder(image_encoder, cameras) if use_images else None
+            self.body = mlp(state_dim + (self.encoder.out_features if use_images else 0), hidden)
             self.mean = nn.Linear(hidden, chunk * action_dim)
             self.log_std = nn.Linear(hidden, chunk * action_dim)
 
@@ -98,7 +125,8 @@ class SquashedGaussianActor(nn.Module):
     def features(self, obs: dict) -> torch.Tensor:
         x = self.norm(obs['states'].to(self.device))
         if self.use_images:
-            x = torch.cat([x, self.encoder(obs['main_images'].to(self.device))], dim=1)
+            x = torch.cat([x, image_features(self.encoder, {k: v.to(self.device) for k, v in obs.items()
+                                                               if isinstance(v, torch.Tensor)})], dim=1)
         return x
 
     def _dist(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -173,13 +201,17 @@ class CriticEnsemble(nn.Module):
     """``E`` Q-functions Q(s, a) over action chunks, LayerNorm after each hidden layer."""
 
     def __init__(self, state_dim: int, action_dim: int, chunk: int, members: int = 10, hidden: int = 256,
-                 use_images: bool = False, seed: int = 0):
+                 use_images: bool = False, seed: int = 0, image_encoder: str = 'cnn', cameras: int = 1):
+        """One image encoder for all ``members`` (not one per critic); with 'keypoints' none at all:
+        the critics read the actor's frozen encoder's features, cached with the rows."""
         super().__init__()
         with seeded(seed + 1):  # not the actor's stream: its first layer would equal the actor's
             self.members, self.use_images = members, use_images
             self.norm = StateNormalizer(state_dim)
-            self.encoder = ImageEncoder() if use_images else None
-            inp = state_dim + (64 if use_images else 0) + chunk * action_dim
+            self.encoder = ImageEncoder() if use_images and image_encoder == 'cnn' else None
+            features = (self.encoder.out_features if self.encoder is not None else cameras * 2 * KEYPOINTS) \
+                if use_images else 0
+            inp = state_dim + features + chunk * action_dim
             self.l1, self.l2, self.out = (EnsembleLinear(members, inp, hidden),
                                           EnsembleLinear(members, hidden, hidden), EnsembleLinear(members, hidden, 1))
             self.hidden = hidden
@@ -188,12 +220,12 @@ class CriticEnsemble(nn.Module):
         """Q values [E, N]."""
         x = self.norm(obs['states'])
         if self.use_images:
-            x = torch.cat([x, self.encoder(obs['main_images'])], dim=1)
+            x = torch.cat([x, image_features(self.encoder, obs)], dim=1)
         x = torch.cat([x, actions.to(torch.float32)], dim=1).unsqueeze(0).expand(self.members, -1, -1)
         h = F.relu(F.layer_norm(self.l1(x), (self.hidden,)))
         h = F.relu(F.layer_norm(self.l2(h), (self.hidden,)))
         return self.out(h)[..., 0]
 
 
-__all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'ImageEncoder', 'StateNormalizer',
-           'action_scale']
+__all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'IMAGE_ENCODERS', 'ImageEncoder',
+           'StateNormalizer', 'action_scale', 'image_features', 'make_encoder']

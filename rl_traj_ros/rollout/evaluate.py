@@ -17,7 +17,7 @@ import torch
 
 from ..envs.sim_franka import sim_env_from_params
 
-Act = Callable[[np.ndarray], np.ndarray]  # states [B, state_dim] -> actions [B, C*A] in [-1, 1]
+Act = Callable[[dict], np.ndarray]  # the env's observation ('states' [B, S], cameras) -> actions [B, C*A]
 
 
 def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int = 1, split: str = 'eval') -> dict:
@@ -31,7 +31,7 @@ def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int = 1, spli
         ret, length = np.zeros(b), np.zeros(b, int)
         episodes: list[dict] = []
         while len(episodes) < num_episodes:
-            actions = np.asarray(act(obs['states']), np.float32).reshape(b, chunk, -1)
+            actions = np.asarray(act(obs), np.float32).reshape(b, chunk, -1)
             for s in range(chunk):
                 ids = list(env.state_ids)  # the episode's own id (a done env resets inside step)
                 obs, r, term, trunc, info = env.step(actions[:, s])
@@ -53,18 +53,22 @@ def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int = 1, spli
 
 def actor_critic_act(model) -> Act:
     """The package's actor-critic as an evaluator policy: its mean action chunk."""
-    def act(states: np.ndarray) -> np.ndarray:
-        actions, _, _ = model.act({'states': torch.from_numpy(np.asarray(states, np.float32))}, deterministic=True)
+    def act(obs: dict) -> np.ndarray:
+        actions, _, _ = model.act({'states': torch.from_numpy(np.asarray(obs['states'], np.float32))},
+                                  deterministic=True)
         return actions.numpy()
     return act
 
 
 def sac_actor_act(model) -> Act:
     """An RLPD actor (``policies.sac.SquashedGaussianActor``) as an evaluator policy: its mean
-    action chunk, squashed and scaled."""
-    def act(states: np.ndarray) -> np.ndarray:
+    action chunk, squashed and scaled; it sees the cameras when it was trained on them (rendered
+    by the evaluation env as in training)."""
+    def act(obs: dict) -> np.ndarray:
+        given = {k: torch.from_numpy(np.asarray(obs[k])) for k in ('main_images', 'extra_view_images') if k in obs}
         with torch.no_grad():
-            actions, _ = model.sample({'states': torch.from_numpy(np.asarray(states, np.float32))}, deterministic=True)
+            actions, _ = model.sample({'states': torch.from_numpy(np.asarray(obs['states'], np.float32)), **given},
+                                      deterministic=True)
         return actions.numpy()
     return act
 
