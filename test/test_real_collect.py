@@ -172,10 +172,12 @@ def test_real_collect_with_scripted_spacemouse_operator_and_cameras_appends(coll
 
 
 def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_sim, collected, tmp_path):
-    """`run real_train` against franky-sim from real_collect's demos, the scripted SpaceMouse
-    operator in the loop: the policy answers once the learner announced itself; the learner trains
-    RLPD on demos + online rows and sends versions back; every stored row carries the version
-    that produced it and the intervention flags; the run stops by itself after its steps."""
+    """`run real_train` against franky-sim from real_collect's camera demos, the scripted SpaceMouse
+    operator in the loop and the camera stand-ins: the shipped config's pixels observation (robot
+    states + both cameras, the keypoint encoder). The policy answers once the learner announced
+    itself; the learner pretrains the encoder on the demos' frames, trains RLPD on demos + online
+    rows and sends versions back; every stored row carries its frames, the version that produced
+    it and the intervention flags; the run stops by itself after its steps."""
     port = free_udp_port()
     demos = collected[0] / 'demos'
     out = tmp_path / 'logs'
@@ -184,16 +186,24 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     import yaml
     from rl_traj_ros.pipelines.real_train import DEFAULT_CONFIG
     config = tmp_path / 'real_train.yaml'
-    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'max_version_lag': 2}))
+    shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    assert shipped['observation'] == 'pixels' and shipped['image_encoder'] == 'keypoints' and shipped['cameras']
+    # a few pretraining passes: the encoder's learning is the unit tests'; here the frames' way through
+    config.write_text(yaml.safe_dump({**shipped, 'max_version_lag': 2, 'camera_sync_tolerance_s': 0.3,
+                                      'learner': {**shipped['learner'], 'encoder_pretrain_epochs': 2}}))
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_train', '--config', str(config), '--robot-ip',
            franky_sim, '--demos-dir', str(demos), '--log-dir', str(out), '--hid-udp-port', str(port), '--steps', '6',
+           '--camera', 'front=/rt_cam/front/image_raw', '--camera', 'wrist=/rt_cam/wrist/image_raw/compressed',
            '--quiet']
-    with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    with scripted_cell(port, (0.5, 0.0, 0.3), [('/rt_cam/front/image_raw', []),
+                                               ('/rt_cam/wrist/image_raw/compressed', ['--rate', '15'])]):
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=270)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     run = (out / 'latest').resolve()
     metrics = [json.loads(x) for x in (run / 'metrics.jsonl').read_text().splitlines()]
     assert metrics and metrics[-1]['version'] >= 1 and metrics[-1]['demo_rows'] > 0, metrics[-1:]
+    # the learner pretrained the keypoint encoder on the cameras' frames before its first step
+    assert metrics[0]['encoder_pretrain_frames'] > 0, metrics[0]
     from rl_traj_ros.storage.files import load_trajectory
     ids = json.loads((run / 'replay_buffer' / 'trajectory_index.json').read_text())['trajectory_ids']
     rows = [load_trajectory(run / 'replay_buffer' / f'trajectory_{i:08d}.pt', 'pt') for i in ids]
@@ -202,7 +212,11 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     assert len(versions) == 6 * 10  # 6 steps of 10 control steps, every one stored once
     assert int(versions.max()) >= 1  # the learner's new weights acted on the robot during the run
     assert bool(flags.any())  # the operator's interventions are in the online data, flagged
+    assert all(d['curr_obs/main_images'].shape[-3:] == (128, 128, 3) and d['curr_obs/extra_view_images'].shape[-4] == 1
+               for d in rows)   # both cameras' frames with every stored row
     assert (run / 'learner' / 'learner_checkpoint.pt').exists() and (run / 'learning_curve.png').exists()
+    actor = torch.load(run / 'learner' / 'learner_checkpoint.pt', weights_only=True)['rlpd']['actor']
+    assert bool(actor['encoder.frozen']) and len([k for k in actor if k.startswith('encoder.stacks.')]) > 0
 
 
 def test_real_collect_config_maps_spec_keys(tmp_path):

@@ -10,6 +10,7 @@ collector node's ``TrajectoryPlan`` (``make_plan``), the writer node's buffer
 from __future__ import annotations
 
 import math
+import os
 from typing import Callable, Optional
 
 import torch
@@ -34,10 +35,18 @@ from ..storage.replay_buffer import TrajectoryReplayBuffer
 POLICIES = ('expert', 'mlp', 'sac', 'zero', 'lerobot')
 
 
+def set_torch_threads(n: int) -> int:
+    """``torch_threads`` (0: the cores less one, at least 1) for this process; what was set."""
+    n = int(n) or max(1, (os.cpu_count() or 1) - 1)
+    torch.set_num_threads(n)
+    return n
+
+
 def make_policy_worker(params: dict) -> PolicyWorker:
     """The policy node's worker from its parameters (the node and the in-process run share it;
     what ``params`` leaves out takes the node's default from its spec)."""
     pp = resolve(POLICY_NODE, params)
+    set_torch_threads(pp['torch_threads'])
     if pp['policy'] not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(map(repr, POLICIES))}, got {pp['policy']!r}")
     device = pp['device']
@@ -81,6 +90,7 @@ def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = No
     from ..learning.ppo_learner import PPOLearner, PPOLearnerConfig
     from ..learning.ppo import PPOConfig
     p = resolve(LEARNER_NODE, params)
+    set_torch_threads(p['torch_threads'])
     if p['algorithm'] == 'rlpd':
         return make_offpolicy_learner(p)
     if p['algorithm'] != 'ppo':
@@ -116,7 +126,8 @@ def make_offpolicy_learner(p: dict):
                              p['use_images'], seed=p['seed'], image_encoder=p['image_encoder'],
                              cameras=len(p['camera_names']))
     updater = RLPDUpdater(sac_actor(p), critics, cfg, seed=p['seed'])
-    demos = load_demos(p['demos_dir'], p['seed']) if p['demos_dir'] else None
+    demos = load_demos(p['demos_dir'], p['seed'], len(p['camera_names']) if p['use_images'] else 0) \
+        if p['demos_dir'] else None
     return RLPDLearner(updater, RLPDLearnerConfig(
         utd_ratio=p['utd_ratio'], online_ratio=p['online_ratio'], min_online_steps=p['min_online_steps'],
         publish_every=p['publish_every'], publish_period_s=p['publish_period_s'], online_window=p['online_window'],

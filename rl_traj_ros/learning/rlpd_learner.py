@@ -174,6 +174,10 @@ class RLPDLearner:
         views = [frames(self.demos.all_samples(('curr_obs/main_images', 'curr_obs/extra_view_images')))] \
             if len(self.demos) else []
         views += [frames(flat) for flat, _ in self._early]
+        if len({v.shape[1:] for v in views}) > 1:
+            raise ValueError('the demonstrations\' frames and the rollouts\' differ in shape '
+                             f'({sorted({tuple(v.shape[1:]) for v in views})}, [cameras, H, W, 3]): record the '
+                             'demonstrations at the env\'s image_size with the same cameras')
         self.pretrained = pretrain_keypoints(self.keypoints, torch.cat(views), self.cfg.encoder_pretrain_epochs,
                                              seed=self.seed)
         self._encode_held()
@@ -277,15 +281,24 @@ class RLPDLearner:
                          'warm start (warm_start_dataset)')
 
 
-def load_demos(directory: str | Path, seed: int = 0) -> TrajectoryReplayBuffer:
+def load_demos(directory: str | Path, seed: int = 0, cameras: int = 0) -> TrajectoryReplayBuffer:
     """A demonstrations directory (``real_collect``'s ``demos/``, or a sim expert run's replay
-    buffer) as an in-memory buffer, every row checked to be a whole transition."""
+    buffer) as an in-memory buffer, every row checked to be a whole transition (with ``cameras``
+    views when the learner sees the cameras)."""
     directory = Path(directory)
     buf = TrajectoryReplayBuffer(seed=seed, cache_size=0, sample_window_size=0)
     buf.load_checkpoint(str(directory))
     if not len(buf):
         raise ValueError(f'{directory} holds no demonstrations')
-    check_rows(buf.sample(1), f'the demonstrations in {directory}')
+    row = buf.sample(1)
+    check_rows(row, f'the demonstrations in {directory}')
+    if cameras:
+        have = ('curr_obs/main_images' in row) + (row['curr_obs/extra_view_images'].shape[1]
+                                                  if 'curr_obs/extra_view_images' in row else 0)
+        if have != cameras:
+            raise ValueError(f'the demonstrations in {directory} have {have} camera(s), the learner sees {cameras} '
+                             '(use_images, camera_names): record them with the same cameras (real_collect --camera, '
+                             "sim_collect's image_obs) or train from state (use_images false)")
     return buf
 
 

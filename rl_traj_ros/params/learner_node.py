@@ -5,7 +5,7 @@ from .spec import Param, pick
 LEARNER_NODE = {
     **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'num_envs', 'num_env_nodes', 'gamma', 'gae_lambda',
            'num_epochs', 'chunks_per_epoch', 'num_actors', 'use_images', 'image_encoder', 'camera_names',
-           'sac_action_scale'),
+           'sac_action_scale', 'torch_threads'),
     'algorithm': Param('ppo', "'ppo' (on-policy, one update per training step) or 'rlpd' (off-policy SAC with "
                               'demonstrations in the buffer, gradient steps as fast as the data allows)'),
     'seed': Param(0, 'model init seed (the policy node\'s, so version 0 is the same model)'),

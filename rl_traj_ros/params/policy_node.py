@@ -4,7 +4,7 @@ from .spec import Param, pick
 
 POLICY_NODE = {
     **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'image_size', 'collect_transitions', 'use_images',
-           'image_encoder', 'sac_action_scale', 'camera_names',
+           'image_encoder', 'sac_action_scale', 'camera_names', 'torch_threads',
            'resend_after_s'),
     'policy': Param('expert', "'expert' (scripted pick-cube), 'mlp' (sample the PPO actor-critic), 'sac' (sample "
                               "the RLPD learner's squashed-Gaussian actor), 'zero' (hold still: demonstrations "

@@ -8,7 +8,9 @@ trajectory_collector_node (rollout, whole transitions) -> replay_buffer_writer_n
 (``<run>/replay_buffer``) and learner_node (RLPD: every batch half online, half the
 real_collect demonstrations plus the intervened steps; weights back to the policy node with
 their version). The same lifecycle and fail-fast rules as ``real_collect``: a missing robot,
-camera or teleop device ends the run before any motion.
+camera or teleop device ends the run before any motion. ``observation: pixels`` (the shipped
+default): the policy and the learner see the cameras through ``image_encoder`` (keypoints:
+pretrained on the demonstrations' frames, then frozen).
 """
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ def check_config(cfg: dict) -> dict:
         raise ValueError('demos_dir is required: a real_collect demos/ directory (--demos-dir)')
     if not (Path(demos) / 'trajectory_index.json').exists():
         raise ValueError(f'demos_dir {demos}: no trajectory_index.json (record demonstrations with real_collect)')
+    if cfg.get('observation', 'pixels') not in ('state', 'pixels'):
+        raise ValueError(f"observation must be 'state' or 'pixels', got {cfg.get('observation')!r}")
+    if cfg.get('observation', 'pixels') == 'pixels' and not cfg.get('cameras'):
+        raise ValueError("observation 'pixels' needs cameras (name: driver topic, e.g. --camera "
+                         'front=/camera/front/color/image_raw); or set observation: state')
     return cfg
 
 
@@ -59,8 +66,13 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
     params['trajectory_collector_node'].update(mode='rollout', only_success=False, auto_reset=True,
                                                num_shards=1, gamma=shared['gamma'],
                                                run_id=new_run_id(f'{Path(run_dir).name}-'))
+    pixels = cfg.get('observation', 'pixels') == 'pixels'
+    vision = {'use_images': pixels, 'image_encoder': str(cfg.get('image_encoder', 'keypoints')),
+              'camera_names': list(cfg.get('cameras') or {}) or SHARED['camera_names'].default}
+    params['franka_env_node'].update(observation='pixels' if pixels else 'state')
+    params['policy_node'].update(vision)
     learner = {'algorithm': 'rlpd', 'demos_dir': str(Path(cfg['demos_dir']).resolve()), 'state_dim': 21,
-               'use_images': False, **shared, **lc}
+               **vision, **shared, **lc}
     params['learner_node'] = learner_params(params, learner, run_dir)
     extra['learner'] = ('learner_node', [])
     return params, extra
