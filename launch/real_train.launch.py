@@ -31,7 +31,9 @@ ARGS = {
     'gello_port': ('', 'override gello_port'),
     'log_dir': ('', 'override log_dir: runs go to <log_dir>/<timestamp>/'),
     'hid_udp_port': ('', 'SpaceMouse: take raw HID reports from this UDP port (0/empty: the USB device)'),
-    'cameras': ('', "NAME=TOPIC[,NAME=TOPIC...]: camera driver topics (recorded; the learner is state based)"),
+    'cameras': ('', "NAME=TOPIC[,NAME=TOPIC...]: camera driver topics, main camera first (empty: the YAML's)"),
+    'observation': ('', "override observation: 'pixels' (robot states + the cameras: the learner sees them) or "
+                        "'state'"),
     'camera_driver': ('', 'also start this driver: realsense2_camera | usb_cam | v4l2_camera | PKG/EXECUTABLE'),
 }
 
@@ -43,6 +45,8 @@ def _nodes(context):
                           None, arg['cameras'].split(','), arg['camera_driver'])
     if arg['steps']:
         cfg['num_steps'] = int(arg['steps'])
+    if arg['observation']:
+        cfg['observation'] = arg['observation']
     check_config(cfg)  # refused here, before any node starts, as the CLI refuses
     run_dir = new_run_dir(cfg.get('log_dir', 'logs'))
     from rl_traj_ros.pipelines.sim_train import draw_learning_curve

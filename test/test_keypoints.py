@@ -131,3 +131,47 @@ def test_a_learned_from_pixels_snapshot_acts_identically_in_a_fresh_actor(tmp_pa
                            'curr_obs/extra_view_images': obs['extra_view_images']})['curr_obs/image_features']
     assert torch.equal(cached, fresh.encoder.encode(camera_views(obs)))
     assert torch.equal(theirs, fresh.sample({**obs, 'image_features': cached}, deterministic=True)[0])
+
+
+def test_a_learned_from_pixels_snapshot_acts_identically_in_a_fresh_policy_node(rclpy_context, tmp_path):
+    """The snapshot file a learner published, loaded by a fresh policy node process (``weights``):
+    over DDS it answers a camera observation with exactly the chunk the learner's own actor gives
+    through the same worker (same per-key sampling)."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    import rl_traj_ros.msg as M
+    from rl_traj_ros.data.schema import PolicyInput, TrajectoryKey, TrajectorySource
+    from rl_traj_ros.ros import conversion as cv
+    from rl_traj_ros.ros.qos import DATA_QOS
+    from rl_traj_ros.rollout.workers import PolicyWorker
+
+    from rosutil import ros_process, spin_until, wait_matched
+    lrn = learner(demos_buffer())
+    lrn.offer(trajectory(0, 1))
+    torch.save(lrn.train(4).state_dict, tmp_path / 'policy_v1.pt')
+    prefix = '/keypoints_test'
+    t = trajectory(5, 9)
+    obs = {'states': t.curr_obs['states'][0], 'main_images': t.curr_obs['main_images'][0],
+           'extra_view_images': t.curr_obs['extra_view_images'][0]}
+    request = PolicyInput([TrajectorySource(TrajectoryKey(0, 0, 0, 0, 0), 2)], obs)
+    want = PolicyWorker(lrn.updater.actor.eval()).infer(request)[0].actions
+    node = Node('keypoints_env_standin', context=rclpy_context)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    got = []
+    node.create_subscription(M.ActionChunk, f'{prefix}/action_chunk', got.append, DATA_QOS)
+    pub = node.create_publisher(M.PolicyInput, f'{prefix}/policy_input', DATA_QOS)
+    args = ['-m', 'rl_traj_ros.nodes.policy_node', '--ros-args', '-p', f'topic_prefix:={prefix}', '-p', 'policy:=sac',
+            '-p', 'state_dim:=18', '-p', 'action_dim:=7', '-p', 'chunk:=2', '-p', 'hidden:=32', '-p', 'use_images:=true',
+            '-p', 'image_encoder:=keypoints', '-p', 'camera_names:=[front, wrist]', '-p', f'image_size:={H}',
+            '-p', 'sac_action_scale:=[0.05]', '-p', f'weights:={tmp_path / "policy_v1.pt"}']
+    try:
+        with ros_process(args):
+            assert wait_matched(ex, [pub])
+            pub.publish(cv.policy_input_to_msg(request))
+            assert spin_until(ex, lambda: got, 30), 'no answer from the policy node'
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+    assert torch.equal(cv.action_chunk_from_msg(got[0]).actions, want)

@@ -187,9 +187,21 @@ def test_real_train_launch_arguments_reach_the_nodes_they_name(tmp_path):
     assert learner['algorithm'] == 'rlpd' and learner['demos_dir'] == str(demos.resolve())
     assert learner['replay_buffer_dir'] == got[(root, 'replay_buffer_writer_node')]['output_dir']
     assert policy['policy'] == 'sac' and policy['max_version_lag'] > 1000  # waits for the learner's first weights
+    # the shipped default learns from the cameras given here
+    assert env['observation'] == 'pixels' and policy['use_images'] and learner['use_images']
+    assert policy['camera_names'] == learner['camera_names'] == ['front'] and learner['image_encoder'] == 'keypoints'
+    state = evaluate('real_train.launch.py', robot_ip='127.0.0.9', demos_dir=demos, log_dir=tmp_path / 'logs3',
+                     observation='state')
+    assert state[('/env_0', 'franka_env_node')]['observation'] == 'state'
+    assert not state[(root, 'learner_node')]['use_images']
     assert 'hid_udp_port:=27124' in got[(root, 'spacemouse_teleop_node')]['_arguments']
     with pytest.raises(ValueError, match='demos_dir is required'):
         evaluate('real_train.launch.py', log_dir=tmp_path / 'logs2')
+    with pytest.raises(ValueError, match="observation 'pixels' needs cameras"):
+        yaml_without_cameras = tmp_path / 'no_cameras.yaml'
+        yaml_without_cameras.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / 'config' / 'real_train.yaml')
+                                                                         .read_text()), 'cameras': {}}))
+        evaluate('real_train.launch.py', config=yaml_without_cameras, demos_dir=demos, log_dir=tmp_path / 'logs4')
 
 
 def fake_checkpoint(d, state=18, size=64):

@@ -84,6 +84,8 @@ def main(args) -> int:
                                  hid_udp_port=args.hid_udp_port, cameras=args.camera, camera_driver=args.camera_driver)
         if args.steps:
             cfg['num_steps'] = int(args.steps)
+        if getattr(args, 'observation', None):
+            cfg['observation'] = args.observation
         return check_config(cfg)
     cfg = rc.checked('real_train', build)
     if cfg is None:
