@@ -1,3 +1,3 @@
 """The assembly layer: parameters -> the objects of a run (``build.py``); nodes and pipelines call it."""
-from .build import (POLICIES, make_buffer, make_learner, make_plan, make_policy_worker, rollout_config,  # noqa: F401
-                    sac_actor)
+from .build import (POLICIES, joint_positions, make_buffer, make_env, make_learner, make_plan,  # noqa: F401
+                    make_policy_worker, rollout_config, sac_actor, set_torch_threads)

@@ -171,3 +171,41 @@ def rollout_config(params: dict, env_rank: Optional[int] = None) -> RolloutConfi
     return RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
 
 
+def make_env(p: dict, frames=None):
+    """The env node's env from its parameters: the sim (``sim_franka``) or one franky robot with
+    the cameras' ``frames`` (``envs.cameras.CameraFrames``), wrapped by CollectEpisode when it
+    records episodes. Made in the thread that steps it (an EGL context is bound to its thread)."""
+    if p['env_type'] == 'franky':
+        from ..envs.batched import BatchedEnv
+        from ..envs.franky_env import FrankaFrankyEnv
+        if p['observation'] == 'pixels' and frames is None:
+            raise ValueError("observation 'pixels' needs camera_topics: the policy would act without seeing")
+        robots = [FrankaFrankyEnv(p['robot_ip'], list(p['target_ee_pose']), tuple(p['action_scale']),
+                                  p['no_gripper'], p['pos_tolerance'], p['rot_tolerance'], p['success_hold_steps'],
+                                  workspace_min=list(p['workspace_min']), workspace_max=list(p['workspace_max']),
+                                  max_step_m=p['max_step_m'], control_dt=p['control_dt'],
+                                  max_episode_steps=p['max_episode_steps'], connect_timeout_s=p['connect_timeout_s'],
+                                  cameras=frames.observation if frames else None,
+                                  num_cameras=len(frames.cameras) if frames else 0, image_size=p['image_size'])]
+        env = BatchedEnv(robots, lambda i, raw: raw, p['task_description'], p['seed'])
+    elif p['env_type'] == 'sim':
+        from ..envs.sim_franka import sim_env_from_params
+        env = sim_env_from_params(p, p['env_rank'])
+    else:
+        raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
+    if p['collect_episodes']:
+        from ..episodes import CollectEpisode, collect_episode_kwargs
+        try:
+            env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
+                                 num_envs=p['num_envs'], **collect_episode_kwargs(p))
+        except Exception:
+            env.close()  # here, in its own (EGL) thread, not in a destructor after EGL is gone
+            raise
+    return env
+
+
+def joint_positions(env) -> list[int]:
+    """Where the arm's joint positions are in the env's states (its ``state_names``: ``*joint<i>.pos``)."""
+    from ..episodes.collect_episode import env_attr
+    names = env_attr(env, 'state_names') or []
+    return [i for i, n in enumerate(names) if n.split('.')[0].rstrip('1234567').endswith('joint') and n.endswith('.pos')]

@@ -24,24 +24,19 @@ import threading
 import time
 from typing import Optional
 
-import numpy as np
-import rclpy
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 
 from .. import msg as M
-from ..delivery.resend import RESEND, TIMEOUT, ReplyWait
+from ..assembly import joint_positions, make_env, rollout_config
 from ..envs.cameras import CameraFrames, parse_cameras
-from ..envs.sim_franka import sim_env_from_params
-from ..episodes import CollectEpisode, collect_episode_kwargs
 from ..params.env_node import ENV_NODE
-from ..assembly import rollout_config
+from ..rollout.env_loop import EnvLoop, InterventionLatch, RatePacer, TeleopGate, Transport
 from ..rollout.workers import EnvStats, EnvWorker
 from ..ros import conversion as cv
-from ..ros.images import CameraSubscriber
+from ..ros.images import CameraSubscriber, rgb_image_msg
 from ..ros.qos import DATA_QOS, SIDE_QOS, TELEOP_QOS
 from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
-
 
 CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to the robot
 
@@ -49,48 +44,30 @@ CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to th
 class FrankaEnvNode(LifecycleNode):
     def __init__(self):
         super().__init__('franka_env_node')
-        p = declare(self, ENV_NODE)
+        p = self.p = declare(self, ENV_NODE)
         if p['env_type'] == 'franky' and p['num_envs'] != 1:
-            if 'num_envs' in getattr(self, '_parameter_overrides', {}):
-                raise ValueError(f"env_type franky drives one robot: num_envs must be 1, got {p['num_envs']}")
-            p['num_envs'] = 1  # the shared default (2) is the sim's
-        for k in ('num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch'):
-            if p[k] < 1:
-                raise ValueError(f'{k} must be >= 1, got {p[k]}')
+            raise ValueError(f"env_type franky drives one robot: num_envs must be 1, got {p['num_envs']}")
         if p['env_type'] == 'franky' and p['action_dim'] != (6 if p['no_gripper'] else 7):
             raise ValueError(f"action_dim must be {6 if p['no_gripper'] else 7} with no_gripper={p['no_gripper']}")
-        self.p = p
-        self.cameras = self._camera_subscriber(p)
-        self.reply_wait = ReplyWait(p['request_resend_s'], p['reply_timeout_s'])
         self.cfg = rollout_config(p)
-        self.env = None     # made in the rollout thread: an EGL context is bound to its thread
-        self.worker: Optional[EnvWorker] = None
-        self._latest_intervention: Optional[tuple[float, M.Intervention]] = None
+        self.cameras = self._camera_subscriber(p)
+        self.interventions = InterventionLatch(p['action_dim'], p['intervention_timeout_s'])
         self.pub_req = self.create_publisher(M.PolicyInput, topic(self, 'policy_input'), DATA_QOS)
         self.pub_cam = self.create_publisher(Image, 'camera/front', SIDE_QOS)
         self.pub_joints = self.create_publisher(JointState, 'joint_states', SIDE_QOS)  # env 0, e.g. for GELLO
         self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
         self.sub_teleop = self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
                                                    TELEOP_QOS)
-        self._reply = threading.Event()
-        self._actions = None
-        self._waiting_for = None
-        self._last_cam = 0.0
-        self._stop = threading.Event()
-        self._t_first: Optional[float] = None  # first request sent (after discovery)
-        self._next_chunk_at = 0.0              # control_rate_hz: when the next chunk may start
-        self._t_last: Optional[float] = None  # loop left (before the shutdown flush and env.close())
-        self._wait_s = 0.0  # time blocked on the policy's reply: the round trip as the env sees it
-        self.finished = False
-        self.exit_code = 0
-        self._flushed = False  # the loop has ended and the env (its episode datasets) is closed
-        # progress for tools and the CLI: ~/get_stats and /diagnostics (a last status at exit)
-        serve_stats(self, self.stats)
+        self._stop, self._made, self._active = threading.Event(), threading.Event(), threading.Event()
+        log = self.get_logger()
+        self.loop: Optional[EnvLoop] = None
+        self.gate = TeleopGate(p['require_teleop'], p['teleop_timeout_s'], self.sub_teleop.get_publisher_count,
+                               self.sub_teleop.topic_name, self._stop, log.info, log.warn, log.error)
+        self.env = self.worker = self._make_error = self._thread = self._t_last = None
+        self._last_cam, self._joints = 0.0, []
+        self.finished, self.exit_code, self._flushed = False, 0, False
+        serve_stats(self, self.stats)   # progress: ~/get_stats and /diagnostics (a last status at exit)
         self._publish_status = diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
-        self._made = threading.Event()   # the rollout thread made the env (or failed to)
-        self._active = threading.Event()  # motion enabled (lifecycle state active)
-        self._make_error: Optional[BaseException] = None
-        self._thread: Optional[threading.Thread] = None
         if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
 
@@ -136,27 +113,19 @@ class FrankaEnvNode(LifecycleNode):
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._end_run('cleanup')
-        return TransitionCallbackReturn.SUCCESS
+        return self._end_run('cleanup')
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._end_run('shutdown')
-        return TransitionCallbackReturn.SUCCESS
+        return self._end_run('shutdown')
 
-    def _end_run(self, why: str) -> None:
+    def _end_run(self, why: str) -> TransitionCallbackReturn:
         self.get_logger().info(f'{why}: ending the run, flushing episodes and releasing the env')
         self._active.clear()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
         self.finished = True
-
-    def _wait_active(self) -> bool:
-        """Block while not active (nothing moves); False when the node is stopping."""
-        while not self._active.wait(0.1):
-            if self._stop.is_set():
-                return False
-        return True
+        return TransitionCallbackReturn.SUCCESS
 
     # -- subscriptions (executor thread) ---------------------------------------------------------
     def on_actions(self, m: M.ActionChunk) -> None:
@@ -165,105 +134,36 @@ class FrankaEnvNode(LifecycleNode):
         except ValueError as e:
             self.get_logger().error(f'rejected ActionChunk: {e}')
             return
-        if self._waiting_for is not None and reply.sources == self._waiting_for:
-            self._actions = reply.actions.clone()
-            self._reply.set()
+        if self.loop is not None:
+            self.loop.deliver(reply.sources, reply.actions)
 
     def on_intervention(self, m: M.Intervention) -> None:
-        if len(m.action) != self.cfg.action_dim:
-            self.get_logger().warn(f'ignored Intervention with {len(m.action)} dims (expected {self.cfg.action_dim})')
-            return
-        self._latest_intervention = (time.monotonic(), m)
-
-    def _intervention(self):
-        latest = self._latest_intervention
-        if latest is None or time.monotonic() - latest[0] > self.p['intervention_timeout_s']:
-            return None
-        m = latest[1]
-        return np.asarray(m.action, np.float32), bool(m.active), int(m.env_index)
+        why = self.interventions.offer(m.action, m.active, m.env_index)
+        if why:
+            self.get_logger().warn(why)
 
     # -- the rollout loop (own thread) ----------------------------------------------------------
-    def _make_env(self):
-        p = self.p
-        if p['env_type'] == 'franky':
-            from ..envs.batched import BatchedEnv
-            from ..envs.franky_env import FrankaFrankyEnv
-            frames = self.cameras.frames if self.cameras is not None else None
-            if p['observation'] == 'pixels' and frames is None:
-                raise ValueError("observation 'pixels' needs camera_topics: the policy would act without seeing")
-            if frames is not None:  # before the robot: a silent camera fails configure, robot untouched
-                self.cameras.wait_ready(p['camera_configure_timeout_s'])
-            robots = [FrankaFrankyEnv(p['robot_ip'], list(p['target_ee_pose']), tuple(p['action_scale']),
-                                      p['no_gripper'], p['pos_tolerance'], p['rot_tolerance'], p['success_hold_steps'],
-                                      workspace_min=list(p['workspace_min']), workspace_max=list(p['workspace_max']),
-                                      max_step_m=p['max_step_m'], control_dt=p['control_dt'],
-                                      max_episode_steps=p['max_episode_steps'], connect_timeout_s=p['connect_timeout_s'],
-                                      cameras=frames.observation if frames else None,
-                                      num_cameras=len(frames.cameras) if frames else 0, image_size=p['image_size'])]
-            env = BatchedEnv(robots, lambda i, raw: raw, p['task_description'], p['seed'])
-        elif p['env_type'] == 'sim':
-            env = sim_env_from_params(p, p['env_rank'])
-        else:
-            raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
-        if p['collect_episodes']:
-            try:
-                env = CollectEpisode(env, f"{p['collect_dir']}/env_{p['env_rank']}", rank=p['env_rank'],
-                                     num_envs=p['num_envs'], **collect_episode_kwargs(p))
-            except Exception:
-                env.close()  # here, in its own (EGL) thread, not in a destructor after EGL is gone
-                raise
-        return env
-
     def _loop(self) -> None:
         try:
             try:
-                self.env = self._make_env()
-                self.worker = EnvWorker(self.cfg, self.env, self._intervention)
+                frames = self.cameras.frames if self.cameras is not None else None
+                if frames is not None:  # before the robot: a silent camera fails configure, robot untouched
+                    self.cameras.wait_ready(self.p['camera_configure_timeout_s'])
+                self.env = make_env(self.p, frames)
+                self.worker = EnvWorker(self.cfg, self.env, self.interventions)
+                self._joints = joint_positions(self.env)
+                transport = Transport(self._encode, self.pub_req.publish, lambda: self.pub_req.get_subscription_count() > 0)
+                self.loop = EnvLoop(self.worker, transport, self.p['request_resend_s'], self.p['reply_timeout_s'],
+                                    RatePacer(self.p['control_rate_hz'], self.p['chunk'], self._stop), self.gate,
+                                    self._active, self._stop, self._side_topics, self._progress)
             except Exception as e:  # noqa: BLE001 - on_configure reports it and fails the transition
                 self._make_error = e
                 self.exit_code = 1  # before the last log line below, so that it says so
                 return
             finally:
                 self._made.set()
-            # before reset: resetting moves the robot home
-            if not self._wait_active() or not self._teleop_present():
-                return
-            gen = self.worker.run()
-            req = next(gen)
-            while rclpy.ok() and not self._stop.is_set():
-                self._publish_camera(req)
-                self._publish_joints(req)
-                msg = cv.policy_input_to_msg(req)
-                msg.header.stamp = self.get_clock().now().to_msg()
-                if not req.sources:  # terminal request: carries the last EnvPart only
-                    self.pub_req.publish(msg)
-                    break
-                self._waiting_for = req.sources
-                self._reply.clear()
-                while self.pub_req.get_subscription_count() == 0 and rclpy.ok():
-                    if self._stop.is_set():  # Ctrl-C while no policy node is up: stop at once
-                        return
-                    time.sleep(0.05)  # wait for the policy node to be discovered
-                if self._t_first is None:
-                    self._t_first = time.monotonic()
-                self._hold_rate()
-                self.pub_req.publish(msg)
-                self.reply_wait.sent()
-                while not self._reply.wait(0.1):
-                    if self._stop.is_set():
-                        return
-                    due = self.reply_wait.poll()
-                    if due == RESEND:
-                        self.pub_req.publish(msg)
-                    elif due == TIMEOUT:
-                        raise TimeoutError(f'no action chunk for {req.sources[0].key.as_tuple()} within '
-                                           f"{self.p['reply_timeout_s']} s")
-                self._wait_s += self.reply_wait.waited_s()
-                # deactivated: hold here; the operator's device went away: no further motion
-                if not self._wait_active() or not self._teleop_present():
-                    return
-                req = gen.send(self._actions)
-                self._progress()
+            self.loop.run()
+            self.exit_code = int(self.gate.failed)
         except Exception as e:  # noqa: BLE001
             self.get_logger().error(f'rollout loop failed: {e!r}')
             self.exit_code = 1
@@ -273,79 +173,45 @@ class FrankaEnvNode(LifecycleNode):
             if self.env is not None:
                 self.env.close()  # in this thread (EGL); CollectEpisode flushes and finalizes here
             self._flushed = True
-            st = self.stats()
             if self._make_error is None:  # else configure reports the failure, as the last line
-                self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in st.items()))
+                self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in self.stats().items()))
             wait_acked(self, (self._publish_status(),), timeout_s=5.0)  # the last status reaches its readers
             self.finished = True
+
+    def _encode(self, req) -> M.PolicyInput:
+        msg = cv.policy_input_to_msg(req)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        return msg
 
     def stats(self) -> dict[str, float]:
         s = self.worker.stats if self.worker is not None else EnvStats()
         end = self._t_last if self._t_last is not None else time.monotonic()
+        t_first, wait_s = (self.loop.t_first, self.loop.wait_s) if self.loop is not None else (None, 0.0)
         return {'steps': s.chunks // (self.cfg.num_epochs * self.cfg.chunks_per_epoch), 'chunks': s.chunks,
                 'episodes': s.episodes, 'successes': s.successes, 'env_s': round(s.env_time_s, 3),
-                'loop_s': round(end - (self._t_first or end), 3), 'wait_s': round(self._wait_s, 3),
+                'loop_s': round(end - (t_first or end), 3), 'wait_s': round(wait_s, 3),
                 'active': int(self._active.is_set()), 'finished': int(self._flushed), 'exit_code': self.exit_code}
-
-    def _teleop_present(self) -> bool:
-        """With ``require_teleop``: True once a teleop device publishes Interventions; waits up to
-        ``teleop_timeout_s``, then fails the node (exit 1) with the reason. Nothing moves meanwhile."""
-        if not self.p['require_teleop'] or self.sub_teleop.get_publisher_count() > 0:
-            return True
-        name = self.sub_teleop.topic_name
-        self.get_logger().warn(f'no teleop device publishes on {name}: holding the robot still '
-                               f"(up to {self.p['teleop_timeout_s']} s)")
-        deadline = time.monotonic() + self.p['teleop_timeout_s']
-        while time.monotonic() < deadline and not self._stop.is_set():
-            if self.sub_teleop.get_publisher_count() > 0:
-                self.get_logger().info(f'teleop device on {name}: moving')
-                return True
-            time.sleep(0.1)
-        if not self._stop.is_set():
-            self.get_logger().error(f"no teleop device on {name} within {self.p['teleop_timeout_s']} s: stopping "
-                                    'without sending a motion command (is the SpaceMouse/GELLO connected?)')
-            self.exit_code = 1
-        return False
-
-    def _hold_rate(self) -> None:
-        """``control_rate_hz`` > 0: no faster than that many control steps a second (a sim stepping
-        like the robot it stands for, so a learner trains between steps as it would there)."""
-        rate = self.p['control_rate_hz']
-        if rate <= 0:
-            return
-        now = time.monotonic()
-        if self._next_chunk_at > now:
-            self._stop.wait(self._next_chunk_at - now)
-        self._next_chunk_at = max(self._next_chunk_at, now) + self.p['chunk'] / rate  # no burst after a stall
 
     def _progress(self) -> None:
         s = self.worker.stats
         if s.chunks % 10 == 0:
-            dt = time.monotonic() - s.started
             rate = s.successes / s.episodes if s.episodes else 0.0
-            self.get_logger().info(f'chunks={s.chunks} ({s.chunks / dt:.1f}/s) episodes={s.episodes} '
-                                   f'successes={s.successes} ({rate:.0%})')
+            self.get_logger().info(f'chunks={s.chunks} ({s.chunks / (time.monotonic() - s.started):.1f}/s) '
+                                   f'episodes={s.episodes} successes={s.successes} ({rate:.0%})')
 
-    def _publish_joints(self, req) -> None:
-        if 'states' not in req.obs:
-            return
-        s = req.obs['states'][0].numpy()
-        q = slice(13, 20) if self.p['env_type'] == 'franky' else slice(0, 7)  # see each env's state layout
-        m = JointState(name=[f'fr3_joint{i}' for i in range(1, 8)], position=[float(x) for x in s[q]])
-        m.header.stamp = self.get_clock().now().to_msg()
-        self.pub_joints.publish(m)
-
-    def _publish_camera(self, req) -> None:
+    def _side_topics(self, req) -> None:
+        """Env 0's joint positions (``joint_states``, e.g. for GELLO) and, at ``camera_topic_rate_hz``,
+        its front camera (``camera/front``): what rviz and a teleop follower read."""
+        stamp = self.get_clock().now().to_msg()
+        if 'states' in req.obs and self._joints:
+            s = req.obs['states'][0]
+            m = JointState(name=[f'fr3_joint{i}' for i in range(1, 8)], position=[float(s[i]) for i in self._joints])
+            m.header.stamp = stamp
+            self.pub_joints.publish(m)
         rate = self.p['camera_topic_rate_hz']
-        if rate <= 0 or 'main_images' not in req.obs or time.monotonic() - self._last_cam < 1.0 / rate:
-            return
-        self._last_cam = time.monotonic()
-        img = req.obs['main_images'][0].numpy()
-        m = Image(height=img.shape[0], width=img.shape[1], encoding='rgb8', step=img.shape[1] * 3)
-        m.header.stamp = self.get_clock().now().to_msg()
-        m.header.frame_id = f'env_{self.cfg.env_rank}_front'
-        m.data = img.tobytes()
-        self.pub_cam.publish(m)
+        if rate > 0 and 'main_images' in req.obs and time.monotonic() - self._last_cam >= 1.0 / rate:
+            self._last_cam = time.monotonic()
+            self.pub_cam.publish(rgb_image_msg(req.obs['main_images'][0].numpy(), stamp, f'env_{self.cfg.env_rank}_front'))
 
     def shutdown(self) -> None:
         self._stop.set()

@@ -7,7 +7,7 @@ GAE_LAMBDA = 0.95
 
 SHARED = {
     'topic_prefix': Param('/rl_traj', 'namespace of the data-path topics'),
-    'num_envs': Param(2, 'B: parallel envs per env node', (1, 4096)),
+    'num_envs': Param(2, 'B: parallel envs per env node (franky: one robot)', (1, 4096), per={'franky': 1}),
     'num_env_nodes': Param(1, 'env nodes of the run (a step holds num_envs x num_env_nodes env rows)',
                            (1, 4096)),
     'chunk': Param(4, 'C: control steps per action chunk', (1, 1024)),

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-SELECTORS = ('algorithm', 'policy')  # the parameters whose value picks a ``Param.per`` default
+SELECTORS = ('algorithm', 'policy', 'env_type')  # the parameters whose value picks a ``Param.per`` default
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,15 @@ from sensor_msgs.msg import CompressedImage, Image
 from ..envs.cameras import CameraError, CameraFrames, CameraSpec, decode_compressed, decode_raw, is_compressed
 
 
+def rgb_image_msg(img, stamp, frame_id: str) -> Image:
+    """An [H, W, 3] uint8 frame as a ``sensor_msgs/Image`` (rgb8)."""
+    m = Image(height=img.shape[0], width=img.shape[1], encoding='rgb8', step=img.shape[1] * 3)
+    m.header.stamp = stamp
+    m.header.frame_id = frame_id
+    m.data = img.tobytes()
+    return m
+
+
 def stamp_s(header) -> float:
     return header.stamp.sec + header.stamp.nanosec * 1e-9
 

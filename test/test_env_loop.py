@@ -1,0 +1,113 @@
+"""The env node's protocol without ROS (``rollout.env_loop``): the same EnvLoop the node runs,
+driven here through a transport of plain callables and the real MuJoCo env: resends, the reply
+timeout, pacing, the teleop gate and the lifecycle's hold."""
+import threading
+import time
+
+import pytest
+import torch
+
+from rl_traj_ros.assembly import make_env, rollout_config
+from rl_traj_ros.params.env_node import ENV_NODE
+from rl_traj_ros.params.spec import resolve
+from rl_traj_ros.rollout.env_loop import EnvLoop, InterventionLatch, RatePacer, TeleopGate, Transport
+from rl_traj_ros.rollout.workers import EnvWorker
+
+
+@pytest.fixture(scope='module')
+def params():
+    return resolve(ENV_NODE, {'num_envs': 1, 'chunk': 2, 'num_epochs': 1, 'chunks_per_epoch': 3, 'num_steps': 1,
+                              'image_obs': False, 'collect_episodes': False, 'camera_topic_rate_hz': 0.0})
+
+
+class Policy:
+    """The policy's side: answers every request it sees (after ``drop`` of them are lost) from
+    another thread, as the node's subscription would."""
+
+    def __init__(self, drop=0, answer=True):
+        self.drop, self.answer, self.sent, self.loop = drop, answer, [], None
+
+    def publish(self, req):
+        self.sent.append((time.monotonic(), req))
+        if not req.sources or not self.answer or len(self.sent) <= self.drop:
+            return
+        threading.Timer(0.01, self.loop.deliver, (req.sources, torch.zeros(1, 14))).start()
+
+
+def make_loop(params, policy, required_teleop=False, publishers=lambda: 1, rate_hz=0.0, resend_s=0.2,
+              timeout_s=5.0, active=True):
+    stop, on = threading.Event(), threading.Event()
+    if active:
+        on.set()
+    env = make_env(params)
+    worker = EnvWorker(rollout_config(params), env, InterventionLatch(7, 0.5))
+    messages = []
+    gate = TeleopGate(required_teleop, 0.3, publishers, '/rl_traj/intervention', stop, messages.append,
+                      messages.append, messages.append)
+    loop = EnvLoop(worker, Transport(lambda req: req, policy.publish, lambda: True), resend_s, timeout_s,
+                   RatePacer(rate_hz, params['chunk'], stop), gate, on, stop)
+    policy.loop = loop
+    return loop, env, stop, messages
+
+
+def test_a_lost_request_is_sent_again_and_the_steps_complete(params):
+    policy = Policy(drop=1)
+    loop, env, _, _ = make_loop(params, policy)
+    try:
+        loop.run()
+    finally:
+        env.close()
+    keyed = [r for _, r in policy.sent if r.sources]
+    assert [r.sources[0].key.chunk_id for r in keyed] == [0, 0, 1, 2]   # chunk 0 again after the loss
+    assert not policy.sent[-1][1].sources and policy.sent[-1][1].env_part is not None   # the last EnvPart
+    assert loop.worker.stats.chunks == 3
+
+
+def test_no_reply_fails_the_run_naming_the_chunk(params):
+    loop, env, _, _ = make_loop(params, Policy(answer=False), resend_s=0.1, timeout_s=0.5)
+    try:
+        with pytest.raises(TimeoutError, match=r'no action chunk for \(0, 0, 0, 0, 0\) within 0.5 s'):
+            loop.run()
+    finally:
+        env.close()
+
+
+def test_nothing_moves_without_the_teleop_device_or_while_inactive(params):
+    policy = Policy()
+    loop, env, _, messages = make_loop(params, policy, required_teleop=True, publishers=lambda: 0)
+    try:
+        loop.run()
+    finally:
+        env.close()
+    assert loop.gate.failed and not policy.sent and loop.worker.stats.chunks == 0
+    assert any('no teleop device on /rl_traj/intervention' in m for m in messages)
+    loop, env, stop, _ = make_loop(params, policy, active=False)   # configured, not activated
+    threading.Timer(0.3, stop.set).start()
+    try:
+        loop.run()
+    finally:
+        env.close()
+    assert not policy.sent and loop.worker.stats.chunks == 0
+
+
+def test_pacing_holds_the_control_rate(params):
+    policy = Policy()
+    loop, env, _, _ = make_loop(params, policy, rate_hz=20.0)
+    try:
+        loop.run()
+    finally:
+        env.close()
+    times = [t for t, r in policy.sent if r.sources]
+    # 2 control steps per request at 20 Hz: 0.1 s apart at the least, however fast the policy answers
+    assert len(times) == 3 and all(b - a >= 0.1 - 1e-3 for a, b in zip(times, times[1:])), times
+
+
+def test_an_intervention_counts_for_its_timeout_only():
+    now = [0.0]
+    latch = InterventionLatch(7, 0.5, clock=lambda: now[0])
+    assert latch.offer([0.0] * 6, True, 0) == 'ignored Intervention with 6 dims (expected 7)' and latch() is None
+    assert latch.offer([0.1] * 7, True, -1) is None
+    action, active, env = latch()
+    assert active and env == -1 and action.shape == (7,)
+    now[0] = 0.6
+    assert latch() is None   # the device went quiet: no more intervening
