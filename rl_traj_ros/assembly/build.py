@@ -46,6 +46,8 @@ def make_policy_worker(params: dict) -> PolicyWorker:
     """The policy node's worker from its parameters (the node and the in-process run share it;
     what ``params`` leaves out takes the node's default from its spec)."""
     pp = resolve(POLICY_NODE, params)
+    if pp['chunk'] < 1 or pp['action_dim'] < 1:
+        raise ValueError('chunk and action_dim must be >= 1')
     set_torch_threads(pp['torch_threads'])
     if pp['policy'] not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(map(repr, POLICIES))}, got {pp['policy']!r}")
@@ -209,3 +211,19 @@ def joint_positions(env) -> list[int]:
     from ..episodes.collect_episode import env_attr
     names = env_attr(env, 'state_names') or []
     return [i for i, n in enumerate(names) if n.split('.')[0].rstrip('1234567').endswith('joint') and n.endswith('.pos')]
+
+
+def join_learner_ranks(p: dict, log: Callable[[str], None]) -> None:
+    """``num_actors`` > 1 learners: this rank joins the others (torch.distributed, ``dist_backend``
+    gloo on CPU or nccl, rendezvous at ``dist_init``) to all-reduce gradients."""
+    if p['num_actors'] > 1:
+        import torch.distributed as dist
+        log(f"rank {p['actor_rank']} of {p['num_actors']}: joining {p['dist_init']} ({p['dist_backend']})")
+        dist.init_process_group(p['dist_backend'], init_method=p['dist_init'], rank=p['actor_rank'],
+                                world_size=p['num_actors'])
+
+
+def leave_learner_ranks() -> None:
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -25,6 +25,15 @@ def pack(state_dict: dict) -> tuple[bytes, str]:
     return data, hashlib.sha256(data).hexdigest()
 
 
+def outgoing(state_dict: dict, version: int, inline_max_bytes: int, weights_dir: str) -> tuple[bytes, str, str]:
+    """How a learner sends a version: (inline bytes or b'', file path or '', digest): a file
+    under ``weights_dir`` when the bytes exceed ``inline_max_bytes`` (and a directory is set)."""
+    data, digest = pack(state_dict)
+    if len(data) <= inline_max_bytes or not weights_dir:
+        return data, '', digest
+    return b'', str(write_file(data, weights_dir, version)), digest
+
+
 def unpack(data: bytes, sha256: str) -> dict:
     got = hashlib.sha256(data).hexdigest()
     if got != sha256:

@@ -1,30 +1,14 @@
 """learner_node: PPO or RLPD from the trajectory topic; new weights with their version back to
 the policy node (the VLA PPO trainer document over ROS 2; ``algorithm``).
 
-RLPD (``algorithm: rlpd``, ``learning/rlpd_learner.py``): every trajectory goes into the learner's
-own online buffer, the demonstrations of ``demos_dir`` into its demo buffer (intervened rows
-too), and gradient steps run between messages (``train_slice`` at a time) within the
-``utd_ratio`` budget; the actor's weights go out every ``publish_every`` steps or
-``publish_period_s`` seconds. PPO is described below.
-
-Subscribes to the collector's Trajectory stream (as the writer does; the learner consumes
-each trajectory identity once), trains one update per training step once all of the step's
-env rows arrived (``core/learner.py``), publishes PolicyWeights (inline, or as a file under
-``weights_dir`` above ``inline_max_bytes``) and the update's metrics on ``learner_metrics``
-(DiagnosticArray) and ``~/get_stats``, logs a progress line per update, appends the metrics to
-``<metrics_dir>/metrics.jsonl`` and to TensorBoard event files under ``tensorboard_dir``,
-checkpoints itself under ``checkpoint_dir`` (resumed on start: the versions continue, trained
-steps are not trained again), and stops after ``num_updates`` updates (0 = never).
-
-Losing no step: with ``replay_buffer_dir`` (the writer's directory) the learner reads the
-trajectories of untrained steps it never received from the writer's buffer, on start and
-whenever the index changed (every ``catch_up_period_s``): a learner SIGKILLed mid-run and
-restarted resumes from its checkpoint and trains the steps it missed while it was down.
-
-Several learners: ``num_actors`` > 1 learner nodes, ``actor_rank`` 0..n-1, each take the
-pipeline rows the collector routes to their actor rank and all-reduce gradients with
-torch.distributed (``dist_backend`` gloo on CPU, nccl on GPUs; rendezvous at ``dist_init``);
-every rank ends each update with the same weights and rank 0 publishes them.
+PPO trains one update per training step once all of the step's env rows arrived; RLPD
+(``learning/rlpd_learner.py``) keeps its own online and demonstration buffers and runs gradient
+steps between messages (``train_slice`` at a time) within its ``utd_ratio`` budget. Weights go
+out inline or as a file under ``weights_dir``, metrics on ``learner_metrics``, ``~/get_stats``,
+metrics.jsonl and TensorBoard (``learning.loop.LearnerLoop``: checkpoints, resume, warm start,
+snapshots); with ``replay_buffer_dir`` it catches up on what the writer stored while it was down
+(``learning.catch_up``); ``num_actors`` > 1 ranks all-reduce their gradients (rank 0 publishes).
+docs/nodes.md and docs/learning.md have the details.
 """
 from __future__ import annotations
 
@@ -32,45 +16,35 @@ if __name__ == '__main__':  # first, before the heavy imports below: see stop_si
     from rl_traj_ros.nodes.stop_signals import install
     install()
 
-from pathlib import Path
-
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 
 from .. import msg as M
+from ..assembly import join_learner_ranks, leave_learner_ranks, make_learner
 from ..learning import weights as W
 from ..learning.base import Update
+from ..learning.catch_up import StoredCatchUp
 from ..learning.loop import LearnerLoop, RunFiles, summary
 from ..learning.ppo import all_reduce_gradients
 from ..params.learner_node import LEARNER_NODE
-from ..assembly import make_learner
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
-from ..storage.files import BufferFileError
-from ..storage.index import INDEX_FILE, read_stored_trajectories
 from .common import declare, run_node, serve_stats, topic, wait_acked
 
 
 class LearnerNode(Node):
     def __init__(self):
         super().__init__('learner_node')
-        p = declare(self, LEARNER_NODE)
-        ranks = p['num_actors']
-        learner = make_learner(p, all_reduce_gradients if ranks > 1 else None)  # checks the ranks first
-        if ranks > 1:
-            import torch.distributed as dist
-            self.get_logger().info(f"rank {p['actor_rank']} of {ranks}: joining {p['dist_init']} ({p['dist_backend']})")
-            dist.init_process_group(p['dist_backend'], init_method=p['dist_init'], rank=p['actor_rank'],
-                                    world_size=ranks)
-        self.p, self.rank0 = p, p['actor_rank'] == 0
+        p = self.p = declare(self, LEARNER_NODE)
+        learner = self.learner = make_learner(p, all_reduce_gradients if p['num_actors'] > 1 else None)
+        join_learner_ranks(p, self.get_logger().info)
+        self.rank0 = p['actor_rank'] == 0
         self.loop = LearnerLoop(learner, RunFiles.of_rank(p), self.get_logger().info)
-        self.learner = learner
         self.pub_weights = self.create_publisher(M.PolicyWeights, topic(self, 'policy_weights'), WEIGHTS_QOS)
         self.pub_metrics = self.create_publisher(DiagnosticArray, topic(self, 'learner_metrics'), 10)
         self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
         serve_stats(self, self.stats)
         self.rejected = self.caught_up = 0
-        self._index_mtime = None
         self.last_metrics: dict[str, float] = {}
         self.finished = False
         self.loop.start(p['resume'], p['warm_start_dataset'], p['warm_start_epochs'])
@@ -85,7 +59,8 @@ class LearnerNode(Node):
         else:
             self.get_logger().info(f"learner ready: ppo, {learner.cfg.rows_per_step} rows per step, advantage "
                                    f"{p['advantage']}, version {learner.version}")
-        if p['replay_buffer_dir']:
+        self.stored = StoredCatchUp(p['replay_buffer_dir'], learner.wants) if p['replay_buffer_dir'] else None
+        if self.stored is not None:
             self.catch_up()
             self.create_timer(p['catch_up_period_s'], self.catch_up)
 
@@ -102,24 +77,13 @@ class LearnerNode(Node):
         """Train on what the writer stored of steps this learner never received (it was down)."""
         if self.finished:
             return
-        directory = Path(self.p['replay_buffer_dir'])
-        try:
-            mtime = (directory / INDEX_FILE).stat().st_mtime_ns
-        except FileNotFoundError:
-            return
-        if mtime == self._index_mtime:
-            return
-        try:
-            missed = read_stored_trajectories(directory, self.learner.wants)
-        except (BufferFileError, OSError, ValueError) as e:  # e.g. the writer is mid-way through its first write
-            self.get_logger().warning(f'cannot read {directory} yet: {e}')
-            return
-        self._index_mtime = mtime
-        for traj in missed:
+        for traj in self.stored.poll():
             if self.learner.wants(traj.identity):
                 self.caught_up += 1
                 self.get_logger().info(f'catching up from the replay buffer: {traj.identity}')
                 self._take(traj)
+        if self.stored.last_error:
+            self.get_logger().warning(self.stored.last_error)
 
     def _take(self, traj) -> None:
         if self.finished:
@@ -149,20 +113,16 @@ class LearnerNode(Node):
             self.finished = True
 
     def _publish_weights(self, state_dict: dict, version: int) -> None:
-        data, digest = W.pack(state_dict)
-        m = M.PolicyWeights(model_version=version, sha256=digest)
-        if len(data) <= self.p['inline_max_bytes'] or not self.p['weights_dir']:
-            m.data = data
-        else:
-            m.path = str(W.write_file(data, self.p['weights_dir'], version))
+        data, path, digest = W.outgoing(state_dict, version, self.p['inline_max_bytes'], self.p['weights_dir'])
+        m = M.PolicyWeights(model_version=version, sha256=digest, path=path)
+        m.data = data
         m.header.stamp = self.get_clock().now().to_msg()
         self.pub_weights.publish(m)
 
     def _publish_metrics(self, up: Update) -> None:
-        step, metrics = up.step_id, up.metrics
         status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id='rl_traj_ros',
-                                  message=f'step {step}',
-                                  values=[KeyValue(key=k, value=f'{v:.6g}') for k, v in metrics.items()])
+                                  message=f'step {up.step_id}',
+                                  values=[KeyValue(key=k, value=f'{v:.6g}') for k, v in up.metrics.items()])
         arr = DiagnosticArray(status=[status])
         arr.header.stamp = self.get_clock().now().to_msg()
         self.pub_metrics.publish(arr)
@@ -175,10 +135,7 @@ class LearnerNode(Node):
     def shutdown(self) -> None:
         self.loop.close()
         wait_acked(self, (self.pub_weights,), timeout_s=5.0)
-        if self.p['num_actors'] > 1:
-            import torch.distributed as dist
-            if dist.is_initialized():
-                dist.destroy_process_group()
+        leave_learner_ranks()
         self.get_logger().info(f'counters: {self.learner.counters}, version {self.learner.version}')
 
 

@@ -1,23 +1,20 @@
 """policy_node: answers PolicyInputs with action chunks and publishes both parts of each chunk.
 
-Per request: infer -> ActionChunk back to the env, PolicyPart published at once; then the
-attached EnvPart of the previous chunk is completed (next obs resolved, terminal values
-inferred when requested) and published. Only this node publishes parts, so the trajectory
-stream has one producer and one ordering boundary (spec §2).
-
-Weights: the learner publishes PolicyWeights (RELIABLE + TRANSIENT_LOCAL, so a restarted
-policy node gets the latest); they answer from the next training step on, with their
-``model_version`` stamped into every ActionChunk and PolicyPart. ``max_version_lag`` >= 0
-holds a request for step ``s`` until the node has the weights of update ``s - lag``
-(0: synchronous PPO), and every request until a learner announced itself with its start-up
-weights (so it misses no trajectory); the previous chunk's EnvPart is completed and sent at
-once, so the learner always gets the step it is waiting for.
+Per request: infer -> ActionChunk back to the env and the PolicyPart; then the attached EnvPart
+of the previous chunk is completed and published. Only this node publishes parts: the trajectory
+stream has one producer and one ordering boundary (spec §2). Parts are resent until the
+collector acknowledges their keys (``delivery.outbox``). Weights (TRANSIENT_LOCAL) answer from
+the next training step on, their ``model_version`` stamped into every chunk and part; when a
+request may be answered (``max_version_lag``, the learner's presence, backpressure, a resent
+request) is ``delivery.gate.PolicyGate``'s decision.
 """
 from __future__ import annotations
 
 if __name__ == '__main__':  # first, before the heavy imports below: see stop_signals
     from rl_traj_ros.nodes.stop_signals import install
     install()
+
+from contextlib import contextmanager
 
 from rclpy.node import Node
 
@@ -36,8 +33,6 @@ class PolicyNode(Node):
     def __init__(self):
         super().__init__('policy_node')
         p = declare(self, POLICY_NODE)
-        if p['chunk'] < 1 or p['action_dim'] < 1:
-            raise ValueError('chunk and action_dim must be >= 1')
         self.worker = make_policy_worker(p)
         self.pub_action = self.create_publisher(M.ActionChunk, topic(self, 'action_chunk'), DATA_QOS)
         self.pub_policy = self.create_publisher(M.PolicyPart, topic(self, 'policy_part'), DATA_QOS)
@@ -102,8 +97,17 @@ class PolicyNode(Node):
         self._infer(req)
         self._complete(req)
 
-    def _infer(self, req) -> None:
+    @contextmanager
+    def _rejecting(self):
+        """A request the worker cannot answer (shapes, values): counted, logged, the node stays up."""
         try:
+            yield
+        except (ValueError, TypeError) as e:
+            self.counters['rejected'] += 1
+            self.get_logger().error(f'rejected PolicyInput: {e}')
+
+    def _infer(self, req) -> None:
+        with self._rejecting():
             if req.sources:
                 key = req.sources[0].key
                 chunk, part = self.worker.infer(req)
@@ -115,12 +119,9 @@ class PolicyNode(Node):
                 pm.header.stamp = out.header.stamp
                 self.policy_out.send(key, [s.key for s in part.sources], pm, matched=self._consumers())
                 self.counters['policy_parts'] += 1
-        except (ValueError, TypeError) as e:
-            self.counters['rejected'] += 1
-            self.get_logger().error(f'rejected PolicyInput: {e}')
 
     def _complete(self, req) -> None:
-        try:
+        with self._rejecting():
             env_part = self.worker.complete(req)
             if env_part is not None:
                 em = cv.env_part_to_msg(env_part)
@@ -128,9 +129,6 @@ class PolicyNode(Node):
                 self.env_out.send(env_part.sources[0].key, [s.key for s in env_part.sources], em,
                                   matched=self._consumers())
                 self.counters['env_parts'] += 1
-        except (ValueError, TypeError) as e:
-            self.counters['rejected'] += 1
-            self.get_logger().error(f'rejected PolicyInput: {e}')
 
     def on_ack(self, m: M.KeyAck) -> None:
         keys = [cv.key_from_msg(k) for k in m.keys]
@@ -144,19 +142,17 @@ class PolicyNode(Node):
         return min(self.pub_policy.get_subscription_count(), self.pub_env.get_subscription_count())
 
     def _tick(self) -> None:
-        matched = self._consumers()
-        self.policy_out.tick(matched)
-        self.env_out.tick(matched)
+        for out in (self.policy_out, self.env_out):
+            out.tick(self._consumers())
 
     def shutdown(self) -> None:
         wait_acked(self, (self.pub_action, self.pub_policy, self.pub_env))
         self.worker.close()
         counters = {**self.counters, **self.gate.counters, 'resent': self.policy_out.resent + self.env_out.resent}
         self.get_logger().info(f'counters: {counters}, parts without a KeyAck: {len(self.policy_out)}')
-        if len(self.policy_out):
-            self.get_logger().info(f'{len(self.policy_out)} chunks were not acknowledged as stored: the collector '
-                                   'still held them when the run ended (an episode or step not completed, see its '
-                                   'last lines)')
+        if len(self.policy_out):  # the collector still held them: an episode or step not completed
+            self.get_logger().info(f'{len(self.policy_out)} chunks were not acknowledged as stored (see the '
+                                   "collector's last lines)")
 
 
 def main(args=None) -> int:
