@@ -111,3 +111,19 @@ def test_an_intervention_counts_for_its_timeout_only():
     assert active and env == -1 and action.shape == (7,)
     now[0] = 0.6
     assert latch() is None   # the device went quiet: no more intervening
+
+
+def test_joint_positions_come_from_the_env_state_names_through_the_recorder(tmp_path):
+    """The env node's joint_states (what GELLO and the scripted operator follow) are read where the
+    env's state names say, also when CollectEpisode wraps the env."""
+    from rl_traj_ros.assembly import joint_positions
+    from rl_traj_ros.envs.batched import BatchedEnv
+    from rl_traj_ros.envs.franky_env import STATE_NAMES
+    from rl_traj_ros.episodes import CollectEpisode
+
+    class Robot:
+        state_names = STATE_NAMES
+    batched = BatchedEnv([Robot()], lambda i, raw: raw, 'task')
+    recorded = CollectEpisode(batched, str(tmp_path), rank=0, num_envs=1, export_format='pickle')
+    assert joint_positions(batched) == joint_positions(recorded) == list(range(13, 20))
+    assert [STATE_NAMES[i] for i in joint_positions(recorded)] == [f'fr3_joint{i}.pos' for i in range(1, 8)]

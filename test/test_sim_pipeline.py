@@ -200,11 +200,14 @@ def test_no_node_outlives_a_killed_runner(tmp_path):
                                '--episodes', '100000', '--output-dir', str(tmp_path / 'out'), '--quiet'], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def children():
-        try:
-            return [int(x) for x in Path(f'/proc/{runner.pid}/task/{runner.pid}/children').read_text().split()]
-        except FileNotFoundError:
-            return []
+    def children():   # of every thread of the runner (its nodes are forked from one of them)
+        out = []
+        for task in Path(f'/proc/{runner.pid}/task').glob('*'):
+            try:
+                out += [int(x) for x in (task / 'children').read_text().split()]
+            except FileNotFoundError:
+                pass
+        return out
 
     def alive(pid):
         try:

@@ -6,7 +6,8 @@ read from the nodes' /diagnostics (not from printed lines), and an orderly end: 
 env nodes, drain (everything the collector flushed is stored), then SIGINT every node (each
 flushes) and SIGKILL only what did not exit within 30 s. Should the runner itself die (SIGKILL, a
 crash), the kernel sends each node SIGINT (``PR_SET_PDEATHSIG``): no node outlives the run that
-started it, driving a robot or publishing into the next run's topics. ``command`` is the one place a node's
+started it, driving a robot or publishing into the next run's topics (nodes are forked from one
+long-lived thread: the signal follows the forking thread, not the process). ``command`` is the one place a node's
 command line is made: a subclass can run a node another way (under a network namespace, or
 a test's variant of a node).
 """
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Optional
@@ -67,6 +69,7 @@ class RosRun:
         self.status: dict[str, dict[str, float]] = {}  # node's fully qualified name -> its latest counters
         self.t0 = time.monotonic()
         self.node = None
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix='ros-run-spawner')
 
     # -- processes ---------------------------------------------------------------------------
     def command(self, name: str, module: str, extra: list[str]) -> list[str]:
@@ -81,9 +84,11 @@ class RosRun:
         """Start (or start again, after it exited) node ``name``."""
         extra = list(extra)
         self.specs[name] = (module, extra)
-        proc = self.procs[name] = subprocess.Popen(self.command(name, module, extra), stdout=subprocess.PIPE,
-                                                   stderr=subprocess.STDOUT, text=True, env=self.env,
-                                                   start_new_session=True, preexec_fn=partial(_die_with_parent, os.getpid()))
+        # forked from one long-lived thread: PR_SET_PDEATHSIG fires when the forking *thread* ends, and a
+        # restart may come from a thread that ends right after (a watchdog, a test's chaos thread)
+        proc = self.procs[name] = self._spawner.submit(
+            subprocess.Popen, self.command(name, module, extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env=self.env, start_new_session=True, preexec_fn=partial(_die_with_parent, os.getpid())).result()
         sink = self.logs[name] = []
         (self.work / 'node_logs').mkdir(exist_ok=True)
         log_file = open(self.work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs
