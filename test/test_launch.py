@@ -296,12 +296,13 @@ def test_real_train_launch_learns_from_real_collect_demos_against_franky_sim(fra
     demos = (launched_demos[2] / 'latest' / 'demos').resolve()
     from rl_traj_ros.pipelines.real_train import DEFAULT_CONFIG
     config = tmp_path / 'real_train.yaml'   # bounded staleness so that versions act in a short run (as the CLI test)
-    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'max_version_lag': 2}))
+    # these demos were recorded without cameras: the state-based learner, and no camera topics to wait for
+    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'max_version_lag': 2, 'cameras': {}}))
     port = free_udp_port()
     with ros_process(['test/spacemouse_operator.py', str(port), '0.5', '0.0', '0.3']):
         rc, log = launch('real_train.launch.py', tmp_path, f'config:={config}', f'robot_ip:={franky_sim}',
                          f'demos_dir:={demos}', 'steps:=4', f'log_dir:={tmp_path / "logs"}', f'hid_udp_port:={port}',
-                         timeout=300)
+                         'observation:=state', timeout=300)
     assert rc == 0, log[-3000:]
     assert 0 <= log.find('configured: env ready') < log.find('activated: motion enabled'), log[-3000:]
     run = (tmp_path / 'logs' / 'latest').resolve()
