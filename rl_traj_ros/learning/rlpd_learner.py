@@ -60,6 +60,14 @@ class RLPDLearnerConfig:
 ONLINE_ARENA = 4096   # trajectories
 
 
+CAMERA_FIELDS = ('main_images', 'extra_view_images')
+
+
+def views_of(rows: dict, obs: str) -> torch.Tensor:
+    """[N, V, H, W, 3]: every camera of ``<obs>/...`` in stored rows (``camera_views``' order)."""
+    return camera_views({k: rows[f'{obs}/{k}'] for k in CAMERA_FIELDS if f'{obs}/{k}' in rows})
+
+
 class RLPDLearner:
     algorithm = 'rlpd'
 
@@ -153,9 +161,9 @@ class RLPDLearner:
         for obs in ('curr_obs', 'next_obs'):
             if f'{obs}/main_images' not in out:   # encoded already
                 continue
-            views = camera_views({k[len(obs) + 1:]: out.pop(k) for k in list(out)
-                                  if k in (f'{obs}/main_images', f'{obs}/extra_view_images')})
-            out[f'{obs}/image_features'] = self.keypoints.encode(views.reshape(-1, *views.shape[-4:]))
+            out[f'{obs}/image_features'] = self.keypoints.encode(views_of(out, obs))
+            for k in CAMERA_FIELDS:
+                out.pop(f'{obs}/{k}', None)
         return out
 
     def _encode_demos(self) -> None:
@@ -168,12 +176,9 @@ class RLPDLearner:
     def pretrain_encoder(self) -> PretrainResult:
         """The keypoint encoder on every frame the learner holds (demonstrations, the rollouts so
         far), then frozen; the held rows are encoded and stored."""
-        def frames(rows: dict) -> torch.Tensor:
-            return camera_views({k.split('/', 1)[1]: v for k, v in rows.items()
-                                 if k in ('curr_obs/main_images', 'curr_obs/extra_view_images')})
-        views = [frames(self.demos.all_samples(('curr_obs/main_images', 'curr_obs/extra_view_images')))] \
-            if len(self.demos) else []
-        views += [frames(flat) for flat, _ in self._early]
+        fields = [f'curr_obs/{k}' for k in CAMERA_FIELDS]
+        views = [views_of(self.demos.all_samples(fields), 'curr_obs')] if len(self.demos) else []
+        views += [views_of(flat, 'curr_obs') for flat, _ in self._early]
         if len({v.shape[1:] for v in views}) > 1:
             raise ValueError('the demonstrations\' frames and the rollouts\' differ in shape '
                              f'({sorted({tuple(v.shape[1:]) for v in views})}, [cameras, H, W, 3]): record the '
