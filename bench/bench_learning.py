@@ -59,12 +59,28 @@ def spread(items: list, n: int) -> list:
     return [items[i] for i in idx]
 
 
+def overridden(config: Path, sets: list[str], dst: Path) -> Path:
+    """``config`` with ``NODE.KEY=VALUE`` overrides (YAML values; NODE '**' for every node)."""
+    if not sets:
+        return config
+    import yaml
+    c = yaml.safe_load(config.read_text())
+    for item in sets:
+        name, value = item.split('=', 1)
+        node, key = name.split('.', 1)
+        c.setdefault('/**' if node == '**' else f'/**/{node}', {}).setdefault('ros__parameters', {})[key] = \
+            yaml.safe_load(value)
+    dst.write_text(yaml.safe_dump(c, sort_keys=False))
+    return dst
+
+
 def run_ros(budget_s: float, out: Path, chunk: int, config: Path,
-            warm_start: Optional[Path] = None) -> tuple[list[tuple[float, dict]], dict]:
+            warm_start: Optional[Path] = None, num_env_nodes: int = 1) -> tuple[list[tuple[float, dict]], dict]:
     t0 = time.time()
     extra = ['--warm-start', str(warm_start)] if warm_start else []
     p = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_train', '--config', str(config),
-                          '--steps', '100000', '--output-dir', str(out), '--quiet', *extra], cwd=ROOT,
+                          '--steps', '100000', '--output-dir', str(out), '--quiet', '--num-env-nodes',
+                          str(num_env_nodes), *extra], cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         p.wait(budget_s)
@@ -154,9 +170,15 @@ def main() -> None:
     ap.add_argument('--demos', type=int, default=100, help='pick: expert episodes to clone first')
     ap.add_argument('--anchor', choices=['tuned', 'defaults', 'both'], default='tuned',
                     help='reach: the stable-baselines3 PPO beside the ROS loop (tuned: its strongest configuration)')
+    ap.add_argument('--set', action='append', default=[], metavar='NODE.KEY=VALUE',
+                    help="override a parameter of the task's config (YAML value; NODE '**': every node), e.g. "
+                         'policy_node.max_version_lag=1 (asynchronous PPO)')
+    ap.add_argument('--num-env-nodes', type=int, default=1, help='env nodes of the ROS loop (num_envs each)')
     args = ap.parse_args()
     torch.set_num_threads(1)
-    p = load_params(CONFIGS[args.task], TRAIN_NODES)
+    tmp_cfg = tempfile.TemporaryDirectory()
+    config = overridden(CONFIGS[args.task], args.set, Path(tmp_cfg.name) / 'config.yaml')
+    p = load_params(config, TRAIN_NODES)
     env_p, pol = p['franka_env_node'], p['policy_node']
     eval_env = {**env_p, 'num_envs': 2}
     results = {}
@@ -169,7 +191,7 @@ def main() -> None:
                            cwd=ROOT, check=True, capture_output=True)
             demos = Path(tmp) / 'demos' / 'collected_data'
             print(f'{args.demos} expert demos recorded in {time.time() - t:.0f} s (not in the budget)')
-        snaps, info = run_ros(args.budget_s, Path(tmp) / 'ros', env_p['chunk'], CONFIGS[args.task], demos)
+        snaps, info = run_ros(args.budget_s, Path(tmp) / 'ros', env_p['chunk'], config, demos, args.num_env_nodes)
         from rl_traj_ros.policies.actor_critic import ActorCritic
         model = ActorCritic(pol['state_dim'], env_p['action_dim'], env_p['chunk'], pol['hidden'], seed=0)
         curve = [(0.0, 0.0)] if demos is None else []
@@ -177,7 +199,9 @@ def main() -> None:
             model.load_state_dict(sd)
             r = evaluate(actor_critic_act(model.eval()), eval_env, args.eval_episodes, env_p['chunk'])
             curve.append((t, r['success_rate']))
-        results['ROS 2 loop (run sim_train)' + (', warm start' if demos else '')] = (curve, info)
+        name = 'ROS 2 loop (run sim_train' + ''.join(f', {x}' for x in args.set) + \
+            (f', {args.num_env_nodes} env nodes' if args.num_env_nodes > 1 else '') + ')'
+        results[name + (', warm start' if demos else '')] = (curve, info)
     if args.task == 'pick':
         report(results, args)
         return

@@ -82,3 +82,28 @@ def test_both_learners_satisfy_the_learner_protocol_and_building_models_leaves_t
     again = make_learner({'algorithm': 'rlpd'})  # the same seed: the same actor and critics in any process
     for a, b in ((learners[1].updater.actor, again.updater.actor), (learners[1].updater.critics, again.updater.critics)):
         assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_a_nodes_parameters_are_typed_frozen_and_refused_by_name():
+    import pickle
+    from array import array
+
+    import pytest
+    from rl_traj_ros.params.env_node import ENV_NODE
+    p = resolve(LEARNER_NODE, {'algorithm': 'rlpd', 'lr': 1, 'sac_action_scale': [1, 0.5]})
+    assert (p.lr, type(p.lr), p['gamma'], p.sac_action_scale) == (1.0, float, 0.97, [1.0, 0.5])  # YAML 1 for 1.0
+    with pytest.raises(AttributeError, match="read-only: 'lr'"):
+        p.lr = 0.1
+    with pytest.raises(TypeError):
+        p['lr'] = 0.1
+    assert p.replace(lr=0.5).lr == 0.5 and p.lr == 1.0 and pickle.loads(pickle.dumps(p)).gamma == 0.97
+    with pytest.raises(ValueError, match=r"parameter 'num_updates' must be int \(its default is 0\), got float 2.5"):
+        resolve(LEARNER_NODE, {'num_updates': 2.5})
+    with pytest.raises(ValueError, match="parameter 'use_images' must be bool"):
+        resolve(LEARNER_NODE, {'use_images': 'yes'})
+    with pytest.raises(ValueError, match=r"parameter 'camera_names\[1\]' must be str"):
+        resolve(LEARNER_NODE, {'camera_names': ['front', 2]})
+    with pytest.raises(ValueError, match=r"'lr' = 2.0 is outside its range \[0.0, 1.0\]"):
+        resolve(LEARNER_NODE, {'lr': 2})
+    env = resolve(ENV_NODE, {'workspace_min': array('d', [0.1, -0.2, 0.0]), 'from_the_shared_section': 1})
+    assert env.workspace_min == [0.1, -0.2, 0.0] and env['from_the_shared_section'] == 1  # rclpy's number arrays

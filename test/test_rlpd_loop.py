@@ -4,6 +4,7 @@ node sampling the squashed-Gaussian actor, collector, writer, learner node train
 messages and publishing versions asynchronously)."""
 import json
 import math
+import statistics
 import subprocess
 import sys
 
@@ -132,10 +133,19 @@ def test_learner_on_another_host_survives_a_25s_link_cut(demos, tmp_path):
     def rate(t0, t1):
         inside = [(t, c) for t, c in marks if t0 <= t <= t1]
         return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
-    before, during = rate(0.0, r['times']['cut']), rate(r['times']['cut'] + 2.0, r['times']['restored'] - 2.0)
+    def gaps(t0, t1):   # seconds between consecutive progress lines (every 10 chunks)
+        inside = [t for t, _ in marks if t0 <= t <= t1]
+        return [b - a for a, b in zip(inside, inside[1:])]
+    cut, restored = r['times']['cut'], r['times']['restored']
+    before, during = rate(0.0, cut), rate(cut + 2.0, restored - 2.0)
+    usual, longest = statistics.median(gaps(0.0, cut)), max(gaps(cut, restored))
     print(f'\nenv before the cut {before:.2f}, during it {during:.2f} chunks/s (configured: 10 control steps/s, '
-          'chunks of 2 = 5 chunks/s)')
-    assert during >= 0.9 * min(before, 5.0), marks  # the cut does not slow the actor (the machine's load may)
+          f'chunks of 2 = 5 chunks/s); 10 chunks took {usual:.1f} s before (median), at most {longest:.1f} s '
+          'during the cut')
+    # The cut does not stall the actor: an env waiting on the other host would miss the lease (20 s)
+    # or a resend period (10 s) in one piece. Bounds relative to this run's own pace before the cut:
+    # another job on the machine slows both windows, and it varies (0.59x-1.0x seen under load).
+    assert longest <= 3.0 * usual and during >= 0.5 * min(before, 5.0), marks
     lost, dup, stored = audit(tmp_path, expected_keys(steps, 10))
     assert (lost, dup, stored) == (0, 0, steps * 10)
     learned = re.findall(r"counters: \{[^}]*'trajectories': (\d+)", r['learner_log'])

@@ -168,8 +168,12 @@ def make_buffer(params: dict, output_dir: Optional[str] = None) -> TrajectoryRep
 def rollout_config(params: dict, env_rank: Optional[int] = None) -> RolloutConfig:
     """The env node's rollout settings from its parameters (``env_rank`` overrides the parameter's)."""
     p = resolve(ENV_NODE, params)
+    if p['env_type'] == 'franky' and p['num_envs'] != 1:
+        raise ValueError(f"env_type franky drives one robot: num_envs must be 1, got {p['num_envs']}")
+    if p['env_type'] == 'franky' and p['action_dim'] != (6 if p['no_gripper'] else 7):
+        raise ValueError(f"action_dim must be {6 if p['no_gripper'] else 7} with no_gripper={p['no_gripper']}")
     if env_rank is not None:
-        p['env_rank'] = env_rank
+        p = p.replace(env_rank=env_rank)
     return RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
 
 

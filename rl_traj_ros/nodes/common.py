@@ -9,7 +9,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
 from ..params.shared import SHARED
-from ..params.spec import SELECTORS, Spec
+from ..params.spec import SELECTORS, Config, Spec
 from .stop_signals import install as install_stop_signals
 
 TOPICS = {
@@ -31,8 +31,8 @@ def topic(node: Node, name: str) -> str:
     return f'{prefix}/{TOPICS[name]}'
 
 
-def declare(node: Node, spec: Spec) -> dict[str, Any]:
-    """Declare a node's parameters from its spec (``params/``) and return their values.
+def declare(node: Node, spec: Spec) -> Config:
+    """Declare a node's parameters from its spec (``params/``) and return their values (typed, frozen).
 
     The spec is the one source of defaults (YAML and launch files only override). Every
     parameter is ``read_only``: nodes read their parameters once at start-up, so ``ros2 param
@@ -57,7 +57,7 @@ def declare(node: Node, spec: Spec) -> dict[str, Any]:
             elif isinstance(p.default, float):
                 desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
         node.declare_parameter(name, p.default_for(choice), desc)
-    return {name: node.get_parameter(name).value for name in spec}
+    return Config(spec, {name: node.get_parameter(name).value for name in spec})
 
 
 def make_executor():

@@ -34,7 +34,7 @@ class TrajectoryCollectorNode(Node):
         super().__init__('trajectory_collector_node')
         p = declare(self, COLLECTOR_NODE)
         if not p['run_id']:
-            p['run_id'] = new_run_id()
+            p = p.replace(run_id=new_run_id())
             self.get_logger().warn(f"run_id not set: using {p['run_id']!r}; set it explicitly so that a restarted "
                                    'collector rebuilds the same identities (exactly once across restarts)')
         self.plan = make_plan(p)

@@ -14,6 +14,7 @@ width are not PPO's), in ``declare`` and in ``resolve`` alike, so ``ros2 run ...
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
@@ -62,18 +63,75 @@ def defaults(spec: Spec, given: Mapping[str, Any] = {}) -> dict[str, Any]:  # no
     return {name: p.default_for(choice) for name, p in spec.items()}
 
 
-def resolve(spec: Spec, given: Mapping[str, Any]) -> dict[str, Any]:
+def typed(name: str, p: Param, value: Any) -> Any:
+    """``value`` as the type of the parameter's default (an int is a float where a float is
+    declared, as a YAML ``1`` for ``1.0``), else a ValueError naming the parameter."""
+    want = type(p.default)
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if want is list and isinstance(value, (list, tuple, array)):  # rclpy gives number arrays as array.array
+        item = type(p.default[0]) if p.default else None
+        return [typed(f'{name}[{i}]', Param(item(), ''), v) if item else v for i, v in enumerate(value)]
+    if type(value) is not want:
+        raise ValueError(f'parameter {name!r} must be {want.__name__} (its default is {p.default!r}), '
+                         f'got {type(value).__name__} {value!r}')
+    return value
+
+
+class Config(Mapping):
+    """A node's effective parameters, typed and frozen: ``cfg.lr`` or ``cfg['lr']``.
+
+    Every parameter of the spec is a field of the type of its default (``typed``), in range
+    (``Param.check``); ``replace`` gives a changed copy. Names the spec does not declare (a
+    '/**' section is shared by every node kind) are readable by key only."""
+    __slots__ = ('_spec', '_values', '_extra')
+
+    def __init__(self, spec: Spec, values: Mapping[str, Any]):
+        own = {}
+        for name, p in spec.items():
+            own[name] = typed(name, p, values[name])
+            p.check(name, own[name])
+        object.__setattr__(self, '_spec', spec)
+        object.__setattr__(self, '_values', own)
+        object.__setattr__(self, '_extra', {k: v for k, v in values.items() if k not in spec})
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return object.__getattribute__(self, '_values')[name]
+        except KeyError:
+            raise AttributeError(f'no parameter {name!r}') from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f'parameters are read-only: {name!r} (use replace)')
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name] if name in self._values else self._extra[name]
+
+    def __iter__(self):
+        return iter({**self._values, **self._extra})
+
+    def __len__(self) -> int:
+        return len(self._values) + len(self._extra)
+
+    def __reduce__(self):   # copy and pickle through __init__ (the attributes are read-only)
+        return Config, (self._spec, dict(self))
+
+    def replace(self, **changes: Any) -> 'Config':
+        return Config(self._spec, {**self, **changes})
+
+    def __repr__(self) -> str:
+        return f'Config({dict(self)!r})'
+
+
+def resolve(spec: Spec, given: Mapping[str, Any]) -> Config:
     """A node's effective parameters from a YAML section: the spec's defaults (those of the given
-    algorithm or policy), overridden by ``given`` (range-checked); names the spec does not know
-    are kept (a '/**' section is shared by every node kind)."""
-    out = {**defaults(spec, given), **given}
-    for name, p in spec.items():
-        p.check(name, out[name])
-    return out
+    algorithm or policy), overridden by ``given`` (typed, range-checked); names the spec does not
+    know are kept (a '/**' section is shared by every node kind)."""
+    return Config(spec, {**defaults(spec, given), **given})
 
 
 def pick(spec: Spec, *names: str) -> dict[str, Param]:
     return {n: spec[n] for n in names}
 
 
-__all__ = ['Param', 'Spec', 'SELECTORS', 'defaults', 'resolve', 'pick', 'selected']
+__all__ = ['Config', 'Param', 'Spec', 'SELECTORS', 'defaults', 'resolve', 'pick', 'selected', 'typed']

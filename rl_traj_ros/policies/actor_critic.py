@@ -20,7 +20,7 @@ class ActorCritic(nn.Module):
                  image_size: int = 128, init_log_std: float = -1.0, seed: int = 0):
         super().__init__()
         with seeded(seed):  # the same initial weights in every process, the global RNG untouched
-            self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
+            self.state_dim, self.action_dim, self.chunk, self.use_images = state_dim, action_dim, chunk, use_images
             feat = state_dim
             if use_images:
                 self.cnn = nn.Sequential(*conv_trunk())

@@ -107,7 +107,7 @@ class SquashedGaussianActor(nn.Module):
                  image_encoder: str = 'cnn', cameras: int = 1):
         super().__init__()
         with seeded(seed):  # the same initial weights in every process, the global RNG untouched
-            self.action_dim, self.chunk, self.use_images = action_dim, chunk, use_images
+            self.state_dim, self.action_dim, self.chunk, self.use_images = state_dim, action_dim, chunk, use_images
             scale = torch.ones(action_dim) if action_scale is None else torch.as_tensor(action_scale, dtype=torch.float32)
             if scale.shape != (action_dim,) or bool((scale <= 0).any()):
                 raise ValueError(f'action_scale must be {action_dim} positive numbers, got {scale.tolist()}')

@@ -164,6 +164,16 @@ def _key_seed(seed: int, key: TrajectoryKey) -> int:
     return h
 
 
+def check_obs(model, obs: dict, rows: int) -> None:
+    """A request the model cannot take is refused, named (ValueError), before it reaches torch."""
+    states, dim = obs.get('states'), getattr(model, 'state_dim', None)
+    if states is None or states.ndim != 2 or states.shape[0] != rows or (dim is not None and states.shape[1] != dim):
+        raise ValueError(f"obs.states has shape {None if states is None else tuple(states.shape)}: the request's "
+                         f"sources hold {rows} rows and the policy takes [{rows}, {dim if dim is not None else 'S'}]")
+    if getattr(model, 'use_images', False) and 'main_images' not in obs:
+        raise ValueError('obs.main_images missing: the policy sees the cameras (use_images)')
+
+
 class PolicyWorker:
     """Answers PolicyInputs. New weights (``set_weights``, from the learner) apply from the
     next training step on, never inside a step: a request is answered by the newest version
@@ -223,6 +233,7 @@ class PolicyWorker:
 
     def infer(self, req: PolicyInput) -> tuple[ActionChunk, PolicyPart]:
         b = sum(s.size for s in req.sources)
+        check_obs(self.model, req.obs, b)
         g = torch.Generator().manual_seed(_key_seed(self.seed, req.sources[0].key))
         given = None
         if self.expert == 'zero':  # demonstrations: the operator's teleop actions replace these

@@ -9,11 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from functools import partial
+from typing import Optional
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile
 from sensor_msgs.msg import CompressedImage, Image
 
-from ..envs.cameras import CameraError, CameraFrames, CameraSpec, decode_compressed, decode_raw, is_compressed
+from ..params.spec import Config
+from ..envs.cameras import (CameraError, CameraFrames, CameraSpec, decode_compressed, decode_raw, is_compressed,
+                            parse_cameras)
 
 
 def rgb_image_msg(img, stamp, frame_id: str) -> Image:
@@ -65,6 +68,21 @@ class CameraSubscriber:
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name='cameras', daemon=True)
         self._thread.start()
+
+    @classmethod
+    def from_params(cls, node, p: Config, log) -> tuple[Optional['CameraSubscriber'], Config]:
+        """The env node's cameras (``camera_topics`` beside ``camera_names``; None without) and its
+        parameters with ``camera_names`` the cameras' own (``NAME=TOPIC``), main camera first."""
+        specs = parse_cameras(p['camera_names'], p['camera_topics'])
+        if not specs:
+            return None, p
+        if p['env_type'] != 'franky':
+            raise ValueError('camera_topics are for env_type franky: the sim renders its own cameras (image_obs)')
+        frames = CameraFrames(specs, p['image_size'], p['camera_sync_tolerance_s'], p['camera_wait_s'])
+        sub = cls(node.get_name(), node.get_namespace(), frames)
+        frames.clock = sub.clock_s
+        log('cameras: ' + ', '.join(f'{c.name} <- {c.topic}' for c in specs))
+        return sub, p.replace(camera_names=[c.name for c in specs])  # the dataset's observation.images.<name>
 
     def _subscribe_discovered(self) -> None:
         from rclpy.qos import ReliabilityPolicy

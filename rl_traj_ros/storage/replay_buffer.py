@@ -69,15 +69,10 @@ class TrajectoryReplayBuffer:
             raise ValueError('sample_window_size and cache_size must be >= 0')
         if auto_save and not auto_save_path:
             raise ValueError('auto_save=True needs auto_save_path')
-        self.seed = seed
-        self.enable_cache = enable_cache
-        self.cache_size = cache_size
-        self.sample_window_size = sample_window_size
-        self.auto_save = auto_save
-        self.auto_save_path = Path(auto_save_path) if auto_save_path else None
-        self.trajectory_format = trajectory_format
-        self.max_open_files = max_open_files
-        self.on_durable = on_durable
+        self.seed, self.enable_cache, self.cache_size, self.sample_window_size = seed, enable_cache, cache_size, \
+            sample_window_size
+        self.auto_save, self.auto_save_path = auto_save, Path(auto_save_path) if auto_save_path else None
+        self.trajectory_format, self.max_open_files, self.on_durable = trajectory_format, max_open_files, on_durable
         self.sampler: Sampler = sampler if sampler is not None else UniformSampler(seed)
         self._lock = threading.RLock()
         self._entries: list[TrajectoryEntry] = []          # insertion order
@@ -86,9 +81,7 @@ class TrajectoryReplayBuffer:
         self._in_arena: set[int] = set()                     # ids whose _pending/_memory data are cache views
         self._cache = TrajectoryCache(cache_size if enable_cache else 0)
         self._open: OrderedDict[int, dict] = OrderedDict()   # mmap handles (LRU)
-        self._counter = 0
-        self._total_samples = 0
-        self._closed = False
+        self._counter, self._total_samples, self._closed = 0, 0, False
         self._writer: Optional[BackgroundWriter] = None
         self.storage = storage if storage is not None else (
             TrajectoryFiles(self.auto_save_path, trajectory_format) if auto_save else None)
@@ -373,10 +366,9 @@ class TrajectoryReplayBuffer:
         self.storage.remove_temporaries()
         ids_on_disk = self.storage.seqs_on_disk()
         if (directory / METADATA_FILE).exists() or (directory / INDEX_FILE).exists():
-            meta, entries = read_index(directory, self.trajectory_format)
-            self._entries = entries
-            self._total_samples = sum(e.num_samples for e in entries)
+            meta, self._entries = read_index(directory, self.trajectory_format)
             self._counter = int(meta['trajectory_counter'])
+            self._total_samples = sum(e.num_samples for e in self._entries)
         # files written but never indexed (crash between rename and index) are not reused
         self._counter = max([self._counter] + [i + 1 for i in ids_on_disk])
 
