@@ -29,7 +29,7 @@ def make_vec(mode, log):
 
 def run_vec(tmp_path, mode, steps=12, **kw):
     log = []
-    env = CollectEpisode(make_vec(mode, log), str(tmp_path), num_envs=4, rank=2, **kw)
+    env = CollectEpisode(make_vec(mode, log), str(tmp_path), num_envs=4, rank=2, **{'export_format': 'pickle', **kw})
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     for _ in range(steps):
@@ -76,7 +76,7 @@ def test_only_success_drops_failures(tmp_path):
 
 def test_single_env(tmp_path):
     log = []
-    env = CollectEpisode(ScriptedEnv(0, (2,), ('success', 'trunc'), log=log), str(tmp_path))
+    env = CollectEpisode(ScriptedEnv(0, (2,), ('success', 'trunc'), log=log), str(tmp_path), export_format='pickle')
     for _ in range(3):
         env.reset()
         done = False
@@ -99,7 +99,7 @@ def test_success_inference_order():
 
 
 def test_writer_errors_surface_on_next_call(tmp_path):
-    env = CollectEpisode(ScriptedEnv(0, (1,), ('success',)), str(tmp_path))
+    env = CollectEpisode(ScriptedEnv(0, (1,), ('success',)), str(tmp_path), export_format='pickle')
 
     def boom(ep):
         raise OSError('disk full (injected)')

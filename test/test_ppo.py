@@ -272,7 +272,7 @@ def test_learner_trains_the_same_update_whatever_order_the_rows_arrive_and_only_
     assert two.offer(b) is None
     up2 = two.offer(a)
     assert all(torch.equal(up1.state_dict[k], up2.state_dict[k]) for k in up1.state_dict)
-    rank1 = learner(actor_rank=1, run_id='run')
+    rank1 = learner(only_rank=1, run_id='run')
     mine = _step_trajectory(0, 3)
     mine.identity = TrajectoryId('run', 'pipeline', 0, actor_rank=1, rows=((0, 0, 0), (0, 0, 1)))
     other_rank = dc_replace(mine.identity, actor_rank=0)
@@ -309,7 +309,7 @@ def test_behavior_clone_fits_demo_chunks_read_from_a_lerobot_dataset(tmp_path):
     assert np.array_equal(chunks[9], np.concatenate([last[9], last[9], last[9]]))  # the episode's end repeats
     states, chunks = demo_chunks(episodes, chunk=1)  # random states: later actions are not predictable from s_t
     model = ActorCritic(4, 2, 1, hidden=32, seed=0)
-    m = behavior_clone(model, torch.from_numpy(states), torch.from_numpy(chunks), epochs=200, minibatch_size=32)
+    m = behavior_clone(model, torch.from_numpy(states), torch.from_numpy(chunks), epochs=200, bc_batch_size=32)
     assert m['bc_mse_after'] < 0.2 * m['bc_mse_before'], m
     assert model.obs_count.item() == 60 and torch.allclose(model.obs_mean, torch.from_numpy(states).mean(0), atol=1e-5)
     assert m['bc_std_mean'] == pytest.approx(float(model.log_std.detach().exp().mean())) and m['bc_std_mean'] < 0.3
@@ -347,7 +347,7 @@ def test_behaviour_cloning_trains_the_actor_whatever_the_critic_is_called():
     critic = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(('critic', 'value', 'v_net'))}
     actor = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(('actor', 'mean'))}
     states = torch.randn(64, 4)
-    m = behavior_clone(model, states, torch.tanh(states[:, :2]), epochs=20, minibatch_size=16)
+    m = behavior_clone(model, states, torch.tanh(states[:, :2]), epochs=20, bc_batch_size=16)
     after = model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in critic.items())
     assert all(not torch.equal(after[k], v) for k, v in actor.items())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Hashable, Optional, Union
 
+from ..params.defaults import COLLECTOR
 from ..data.identity import Cell, TrajectoryId
 from ..data.schema import EnvPart, MalformedPartError, PolicyPart, TrajectoryKey
 from ..delivery.ledger import RowLedger
@@ -21,7 +22,7 @@ from .steps import TrajectoryAccumulator, TrajectoryStep
 class TrajectoryCollector:
     """Push PolicyParts/EnvParts in any order; get flushed outputs when scopes complete."""
 
-    def __init__(self, plan: TrajectoryPlan, run_id: str = ''):
+    def __init__(self, plan: TrajectoryPlan, run_id: str = COLLECTOR.run_id):
         self.plan = plan
         self.run_id = run_id
         self.joiner: ChunkJoiner = ChunkJoiner(plan.batch_size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from ..params.defaults import COLLECTOR
 from ..data.schema import MalformedPartError
 from ..params.shared import GAE_LAMBDA, GAMMA
 from .steps import CollectConfig
@@ -16,22 +17,22 @@ MODES = ('rollout', 'pipeline', 'lerobot')
 class TrajectoryPlan:
     """Shape of one training step's rollout and what to emit when a scope completes."""
 
-    mode: str = 'rollout'
-    num_epochs: int = 1
-    chunks_per_epoch: int = 1
+    mode: str = COLLECTOR.mode
+    num_epochs: int = COLLECTOR.num_epochs
+    chunks_per_epoch: int = COLLECTOR.chunks_per_epoch
     sources: list[SourceId] = field(default_factory=lambda: [(0, 0)])
     envs_per_source: Union[int, dict[SourceId, int]] = 1
     collect: CollectConfig = field(default_factory=CollectConfig)
-    num_shards: int = 1                 # rollout: split each source's Trajectory along envs
-    num_actors: int = 1                 # pipeline
-    micro_batch_size: int = 0           # pipeline: env rows per micro-batch; 0 = all of an actor's rows
-    shuffle_micro_batches: bool = False
-    normalize_advantages: bool = False
+    num_shards: int = COLLECTOR.num_shards                 # rollout: split each source's Trajectory along envs
+    num_actors: int = COLLECTOR.num_actors                 # pipeline
+    micro_batch_size: int = COLLECTOR.micro_batch_size  # pipeline: env rows per micro-batch; 0: all of an actor's
+    shuffle_micro_batches: bool = COLLECTOR.shuffle_micro_batches
+    normalize_advantages: bool = COLLECTOR.normalize_advantages
     gamma: float = GAMMA
     gae_lambda: float = GAE_LAMBDA
-    seed: int = 0
-    only_success: bool = False          # lerobot
-    success_reward: float = 0.5         # lerobot: an episode succeeded if a reward reached this
+    seed: int = COLLECTOR.seed
+    only_success: bool = COLLECTOR.only_success          # lerobot
+    success_reward: float = COLLECTOR.success_reward         # lerobot: an episode succeeded if a reward reached this
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

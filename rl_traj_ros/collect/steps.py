@@ -12,6 +12,7 @@ from typing import Iterable, Optional
 
 import torch
 
+from ..params.defaults import COLLECTOR
 from ..data.schema import EnvTransition, MalformedPartError, RewardConfig, TrajectoryKey
 from .joiner import JoinedChunk
 
@@ -22,7 +23,7 @@ class CollectConfig:
     """What the learner wants materialised from each chunk."""
 
     reward: RewardConfig = field(default_factory=RewardConfig)
-    collect_transitions: bool = False
+    collect_transitions: bool = COLLECTOR.collect_transitions
     collect_forward_inputs: bool = True
 
 def _flat_actions(a: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import torch
 
+from ..params.defaults import POLICY
 from ..params.shared import GAMMA
 from .tree import Tree, batch_size, tree_cat, tree_slice
 
@@ -380,7 +381,7 @@ class ActionChunk:
 
     sources: list[TrajectorySource]
     actions: torch.Tensor
-    model_version: int = 0
+    model_version: int = POLICY.model_version
 
 
 __all__ = ['TrajectoryKey', 'TrajectorySource', 'PolicyOutput', 'PolicyPart', 'RewardConfig',

@@ -12,6 +12,7 @@ from typing import Iterator, Optional
 
 import torch
 
+from ..params.defaults import ENV
 from .schema import (EnvPart, EnvTransition, PolicyOutput, PolicyPart, TrajectoryKey,
                           TrajectorySource)
 
@@ -23,12 +24,12 @@ class SyntheticSpec:
     sources: tuple = ((0, 0), (1, 0))
     envs_per_source: int = 2
     chunk: int = 2          # C
-    action_dim: int = 7     # A
+    action_dim: int = ENV.action_dim     # A
     state_dim: int = 8
     image_hw: Optional[tuple[int, int]] = None  # (H, W) for main_images / extra_view_images
     num_extra_views: int = 1
     step_id: int = 0
-    seed: int = 0
+    seed: int = ENV.seed
     done_prob: float = 0.2
     intervene_prob: float = 0.2
     with_reward_model: bool = False

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from ..params.defaults import ENV
 from .identity import TrajectoryId
 from .schema import MalformedPartError, TrajectoryKey
 from .tree import tree_cat, tree_map, tree_stack
@@ -35,7 +36,7 @@ class Trajectory:
     terminations: torch.Tensor      # [T+E, B, C]
     truncations: torch.Tensor       # [T+E, B, C]
     prev_values: torch.Tensor       # [T+E, B, 1]
-    num_epochs: int = 1
+    num_epochs: int = ENV.num_epochs
     forward_inputs: Optional[dict] = None
     curr_obs: Optional[dict] = None
     next_obs: Optional[dict] = None

@@ -17,15 +17,18 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any, Callable, Hashable, Optional
 
+from ..params.defaults import POLICY
+
 ANSWER, REPEAT, DUPLICATE, WAIT, HOLD = 'answer', 'repeat', 'duplicate', 'wait', 'hold'
 
 
 class PolicyGate:
-    def __init__(self, ready_for: Callable[[int, int], bool], max_version_lag: int = -1,
+    def __init__(self, ready_for: Callable[[int, int], bool], max_version_lag: int = POLICY.max_version_lag,
                  max_unacked: Optional[int] = None, remember: int = 256):
         """``ready_for(step, lag)``: whether the current weights may answer ``step``
         (``PolicyWorker.ready_for``); ``max_unacked`` None: no backpressure."""
-        self.ready_for, self.max_lag, self.max_unacked, self.remember = ready_for, max_version_lag, max_unacked, remember
+        self.ready_for, self.max_lag, self.max_unacked = ready_for, max_version_lag, max_unacked
+        self.remember = remember
         self.learner_seen = False
         self.waiting: OrderedDict[Hashable, Any] = OrderedDict()   # key -> request held for its weights
         self.held: deque = deque()                                  # requests held by backpressure

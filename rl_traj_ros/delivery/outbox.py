@@ -5,6 +5,8 @@ import time
 from collections import OrderedDict, deque
 from typing import Callable, Generic, Hashable, Iterable, Optional, TypeVar
 
+from ..params.defaults import POLICY
+
 M = TypeVar('M')
 
 class Outbox(Generic[M]):
@@ -14,7 +16,7 @@ class Outbox(Generic[M]):
     several (a merged PolicyPart waits for each of its chunk keys; a Trajectory for its id).
     """
 
-    def __init__(self, publish: Callable[[M], None], resend_after_s: float = 30.0,
+    def __init__(self, publish: Callable[[M], None], resend_after_s: float = POLICY.resend_after_s,
                  clock: Callable[[], float] = time.monotonic):
         self.publish, self.resend_after_s, self.clock = publish, resend_after_s, clock
         self._items: OrderedDict[Hashable, list] = OrderedDict()   # ident -> [waiting tokens, msg, sent]

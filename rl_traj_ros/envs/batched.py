@@ -10,12 +10,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ..params.defaults import ENV
+
 
 class BatchedEnv:
     metadata = {'autoreset_mode': 'SameStep'}
     state_names = action_names = camera_names = robot_type = None
 
-    def __init__(self, envs: list, obs_fn: Callable[[int, Any], dict], task: str, seed: int = 0,
+    def __init__(self, envs: list, obs_fn: Callable[[int, Any], dict], task: str, seed: int = ENV.seed,
                  success_key: str = 'succeed'):
         self.envs, self.obs_fn, self.task, self.seed = envs, obs_fn, task, seed
         self.num_envs = len(envs)

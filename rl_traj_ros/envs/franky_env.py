@@ -21,6 +21,8 @@ import numpy as np
 from gymnasium import spaces
 import pinocchio as pin
 
+from ..params.defaults import ENV
+
 STATE_DIM = 21
 JOINTS = [f'fr3_joint{i}' for i in range(1, 8)]  # franky / franky-sim's FR3 joint names
 STATE_NAMES = ([f'tcp.{a}' for a in 'xyz'] + [f'tcp.q{a}' for a in 'xyzw'] + [f'tcp.v{a}' for a in 'xyz']
@@ -93,15 +95,18 @@ class FrankaFrankyEnv(gym.Env):
     metadata = {'render_modes': []}
     robot_type = 'fr3'  # what franky drives (franky-sim simulates an FR3); the dataset's info.json says so
 
-    def __init__(self, robot_ip: str, target_ee_pose: Sequence[float] = (0.5, 0.0, 0.3),
-                 action_scale: tuple[float, float] = (0.05, 0.2), no_gripper: bool = False,
-                 pos_tolerance: float = 0.02, rot_tolerance: float = 0.25, success_hold_steps: int = 3,
+    def __init__(self, robot_ip: str, target_ee_pose: Sequence[float] = ENV.target_ee_pose,
+                 action_scale: tuple[float, float] = ENV.action_scale, no_gripper: bool = ENV.no_gripper,
+                 pos_tolerance: float = ENV.pos_tolerance, rot_tolerance: float = ENV.rot_tolerance,
+                 success_hold_steps: int = ENV.success_hold_steps,
                  home_joints: Sequence[float] = HOME_JOINTS,
-                 workspace_min: Sequence[float] = (0.3, -0.3, 0.1), workspace_max: Sequence[float] = (0.7, 0.3, 0.6),
-                 max_step_m: float = 0.03, max_step_rad: float = 0.2, control_dt: float = 0.1,
-                 max_episode_steps: int = 200, dynamics_factor: float = 0.2, gripper_speed: float = 0.05,
+                 workspace_min: Sequence[float] = ENV.workspace_min, workspace_max: Sequence[float] = ENV.workspace_max,
+                 max_step_m: float = ENV.max_step_m, max_step_rad: float = 0.2, control_dt: float = ENV.control_dt,
+                 max_episode_steps: int = ENV.max_episode_steps, dynamics_factor: float = 0.2,
+                 gripper_speed: float = 0.05,
                  gripper_force: float = 20.0, cameras: Optional[Callable[[], dict]] = None,
-                 num_cameras: int = 0, image_size: int = 128, connect_timeout_s: float = 5.0):
+                 num_cameras: int = 0, image_size: int = ENV.image_size,
+                 connect_timeout_s: float = ENV.connect_timeout_s):
         import franky
         self._franky = franky
         check_reachable(robot_ip, connect_timeout_s)

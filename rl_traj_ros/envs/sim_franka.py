@@ -21,6 +21,9 @@ from typing import Any, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
+from ..params.defaults import ENV
+from ..params.env_node import ENV_NODE
+from ..params.spec import resolve
 from .batched import BatchedEnv
 from .state_ids import StateIdTable
 
@@ -51,10 +54,12 @@ class SimFrankaVecEnv(BatchedEnv):
     state_names, action_names, camera_names = STATE_NAMES, ACTION_NAMES, CAMERA_NAMES
     robot_type = 'panda'  # gym-hil's MuJoCo Panda
 
-    def __init__(self, num_envs: int = 1, image_obs: bool = False, image_size: int = 128, seed: int = 0,
-                 max_episode_steps: int = 100, states: Optional[StateIdTable] = None, state_split: str = 'train',
-                 env_offset: int = 0, total_envs: Optional[int] = None, task_id: int = 0,
-                 observation: str = 'state'):
+    def __init__(self, num_envs: int, image_obs: bool = ENV.image_obs, image_size: int = ENV.image_size,
+                 seed: int = ENV.seed,
+                 max_episode_steps: int = ENV.max_episode_steps, states: Optional[StateIdTable] = None,
+                 state_split: str = ENV.state_split,
+                 env_offset: int = 0, total_envs: Optional[int] = None, task_id: int = ENV.task_id,
+                 observation: str = ENV.observation):
         if observation not in OBSERVATIONS:
             raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
         if observation == 'pixels' and not image_obs:
@@ -173,21 +178,16 @@ class SimFrankaVecEnv(BatchedEnv):
         return out
 
 
-def sim_env_from_params(p: dict, env_rank: int = 0) -> SimFrankaVecEnv:
+def sim_env_from_params(p: dict, env_rank: int = ENV.env_rank) -> SimFrankaVecEnv:
     """The env node's sim env from its parameters (the node and ``--in-process`` share it).
-    ``state_split`` '' keeps gym-hil's fixed start; a parameter left out keeps the default."""
-    split = p.get('state_split', 'train')
-    table = None
-    if split:
-        sizes = {k: int(p[name]) for k, name in (('num_train', 'num_train_states'), ('num_eval', 'num_eval_states'))
-                 if name in p}
-        table = StateIdTable(int(p.get('state_seed', 0)), **sizes)
-    num_envs = int(p['num_envs'])
-    return SimFrankaVecEnv(num_envs, bool(p.get('image_obs', False)), int(p.get('image_size', 128)),
-                           int(p.get('seed', 0)), int(p.get('max_episode_steps', 100)), states=table,
-                           state_split=split or 'train', env_offset=env_rank * num_envs,
-                           total_envs=num_envs * int(p.get('num_env_nodes', 1)), task_id=int(p.get('task_id', 0)),
-                           observation=str(p.get('observation', 'state')))
+    ``state_split`` '' keeps gym-hil's fixed start; a parameter left out keeps the env node's default."""
+    p = resolve(ENV_NODE, p)
+    split = p['state_split']
+    table = StateIdTable(p['state_seed'], p['num_train_states'], p['num_eval_states']) if split else None
+    num_envs = p['num_envs']
+    return SimFrankaVecEnv(num_envs, p['image_obs'], p['image_size'], p['seed'], p['max_episode_steps'], states=table,
+                           state_split=split or ENV.state_split, env_offset=env_rank * num_envs,
+                           total_envs=num_envs * p['num_env_nodes'], task_id=p['task_id'], observation=p['observation'])
 
 
 class GymSimFranka(gym.Env):
@@ -196,8 +196,8 @@ class GymSimFranka(gym.Env):
     rewards and state ids as the env node (``bench/bench_learning.py``'s anchor). Observation:
     the 21 ``states``; action: 7 floats in [-1, 1]."""
 
-    def __init__(self, env_index: int = 0, total_envs: int = 1, task_id: int = 1, max_episode_steps: int = 50,
-                 states: Optional[StateIdTable] = None, seed: int = 0):
+    def __init__(self, env_index: int, total_envs: int, task_id: int, max_episode_steps: int,
+                 states: Optional[StateIdTable] = None, seed: int = ENV.seed):
         self.vec = SimFrankaVecEnv(1, seed=seed + env_index, max_episode_steps=max_episode_steps,
                                    states=states or StateIdTable(), env_offset=env_index, total_envs=total_envs,
                                    task_id=task_id)

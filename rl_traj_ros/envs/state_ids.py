@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..params.defaults import ENV
+
 SPLITS = ('train', 'eval')
 
 
@@ -22,13 +24,14 @@ SPLITS = ('train', 'eval')
 class InitialState:
     state_id: int
     cube_xy: tuple[float, float]
-    task_id: int = 0  # the pick-cube task has one variant
+    task_id: int = ENV.task_id  # the pick-cube task has one variant
 
 
 class StateIdTable:
     """state id -> InitialState, from ``numpy.random.default_rng([seed, state_id])``."""
 
-    def __init__(self, seed: int = 0, num_train: int = 4096, num_eval: int = 256,
+    def __init__(self, seed: int = ENV.state_seed, num_train: int = ENV.num_train_states,
+                 num_eval: int = ENV.num_eval_states,
                  cube_low: tuple[float, float] = (0.3, -0.15), cube_high: tuple[float, float] = (0.5, 0.15)):
         if num_train < 1 or num_eval < 0:
             raise ValueError(f'num_train must be >= 1 and num_eval >= 0, got {num_train}, {num_eval}')

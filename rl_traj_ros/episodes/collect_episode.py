@@ -27,6 +27,7 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 
+from ..params.defaults import ENV
 from ..storage.background import BackgroundWriter
 from .lerobot_writer import LeRobotWriter
 from .pickle_writer import PickleWriter
@@ -90,11 +91,13 @@ def _copy(x: Any) -> Any:
 
 
 class CollectEpisode(gym.Wrapper):
-    def __init__(self, env: Any, save_dir: str, rank: int = 0, num_envs: int = 1, show_goal_site: bool = True,
-                 export_format: str = 'pickle', robot_type: Optional[str] = None, fps: int = 10,
-                 only_success: bool = False,
-                 finalize_interval: int = 100, lerobot_version: str = 'v3.0', max_queued_episodes: int = 64,
-                 naming: str = 'lerobot', image_storage: str = 'png', camera_names: Optional[list] = None,
+    def __init__(self, env: Any, save_dir: str, rank: int = 0, num_envs: Optional[int] = None,
+                 show_goal_site: bool = True,
+                 export_format: str = ENV.export_format, robot_type: Optional[str] = None, fps: int = ENV.fps,
+                 only_success: bool = ENV.only_success,
+                 finalize_interval: int = ENV.finalize_interval, lerobot_version: str = ENV.lerobot_version,
+                 max_queued_episodes: int = 64,
+                 naming: str = 'lerobot', image_storage: str = ENV.image_storage, camera_names: Optional[list] = None,
                  state_names: Optional[list] = None, action_names: Optional[list] = None):
         if isinstance(env, gym.Env):
             super().__init__(env)
@@ -105,7 +108,8 @@ class CollectEpisode(gym.Wrapper):
             raise ValueError(f"export_format must be 'pickle' or 'lerobot', got {export_format!r}")
         self.save_dir = Path(save_dir)
         self.save_dir.mkdir(parents=True, exist_ok=True)
-        self.rank, self.num_envs, self.only_success = rank, int(num_envs), only_success
+        num_envs = int(num_envs if num_envs is not None else getattr(env, 'num_envs', 1))  # None: the env's own
+        self.rank, self.num_envs, self.only_success = rank, num_envs, only_success
         self.finalize_interval = finalize_interval
         self.vector = not isinstance(env, gym.Env) or num_envs > 1
         mode = getattr(env, 'metadata', {}).get('autoreset_mode') if hasattr(env, 'metadata') else None

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
+from ..params.defaults import ENV
 from ..storage.files import atomic_write, json_writer, publish_staged
 from . import lerobot_meta as meta
 from . import lerobot_stats as st
@@ -48,9 +49,9 @@ class LeRobotWriter:
     ``image_storage='video'`` stores camera streams as MP4 (v3.0 only; lossy, ~10-50x smaller).
     """
 
-    def __init__(self, root: str, fps: int = 10, robot_type: str = 'panda', version: str = 'v3.0',
+    def __init__(self, root: str, fps: int = ENV.fps, robot_type: str = 'panda', version: str = 'v3.0',
                  workers: Optional[int] = None, compress_level: int = 1, default_task: str = '',
-                 truth_dir: Optional[str] = None, naming: str = 'lerobot', image_storage: str = 'png',
+                 truth_dir: Optional[str] = None, naming: str = 'lerobot', image_storage: str = ENV.image_storage,
                  camera_names: Optional[Sequence[str]] = None, state_names: Optional[Sequence[str]] = None,
                  action_names: Optional[Sequence[str]] = None, video_encoding: Optional[VideoEncoding] = None):
         if version not in ('v3.0', 'v2.1'):

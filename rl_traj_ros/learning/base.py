@@ -15,6 +15,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
+from ..params.defaults import LEARNER
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory, chunk_ends
 from ..storage.files import atomic_write
@@ -61,10 +62,10 @@ class Learner(Protocol):
         """Resume from ``read_checkpoint``; False when there is none."""
 
 
-def is_ours(ident: TrajectoryId, run_id: str = '', actor_rank: int = -1) -> bool:
+def is_ours(ident: TrajectoryId, run_id: str = LEARNER.run_id, only_rank: int = -1) -> bool:
     """A trajectory of this run (``run_id`` '' takes any run's) and, with several learner ranks,
-    of this rank (``actor_rank`` -1 takes every rank's)."""
-    return (not run_id or ident.run_id == run_id) and (actor_rank < 0 or ident.actor_rank == actor_rank)
+    of this actor rank (``only_rank`` -1 takes every rank's)."""
+    return (not run_id or ident.run_id == run_id) and (only_rank < 0 or ident.actor_rank == only_rank)
 
 
 def episode_ends(traj: Trajectory, success_reward: float = SUCCESS_REWARD) -> tuple[torch.Tensor, torch.Tensor]:

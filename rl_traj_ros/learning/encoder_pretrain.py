@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..params.defaults import RLPD
 from ..policies.keypoints import KeypointEncoder
 from ..policies.nets import seeded
 
@@ -29,8 +30,9 @@ class PretrainResult:
     last_loss: float
 
 
-def pretrain_keypoints(encoder: KeypointEncoder, views: torch.Tensor, epochs: int, batch_size: int = 64,
-                       lr: float = 1e-3, seed: int = 0, max_seconds: float = float('inf')) -> PretrainResult:
+def pretrain_keypoints(encoder: KeypointEncoder, views: torch.Tensor, epochs: int, pretrain_batch_size: int = 64,
+                       pretrain_lr: float = 1e-3, seed: int = RLPD.seed,
+                       max_seconds: float = float('inf')) -> PretrainResult:
     """Train ``encoder`` on ``views`` [M, V, H, W, 3] uint8 (one row per frame, every camera) for
     ``epochs`` passes (or ``max_seconds``), then freeze it."""
     if views.ndim != 5 or views.shape[1] != encoder.cameras or views.shape[0] == 0:
@@ -47,13 +49,13 @@ def pretrain_keypoints(encoder: KeypointEncoder, views: torch.Tensor, epochs: in
         decoders = nn.ModuleList(nn.Linear(2 * encoder.keypoints, 3 * target_hw[0] * target_hw[1])
                                  for _ in range(v))
     encoder.requires_grad_(True)
-    opt = torch.optim.Adam([*encoder.parameters(), *decoders.parameters()], lr=lr)
+    opt = torch.optim.Adam([*encoder.parameters(), *decoders.parameters()], lr=pretrain_lr)
     g = torch.Generator().manual_seed(seed)
     t0, losses, done_epochs = time.monotonic(), [], 0
     for _ in range(epochs):
         order = torch.randperm(views.shape[0], generator=g)
-        for i in range(0, len(order), batch_size):
-            x = views[order[i:i + batch_size]]
+        for i in range(0, len(order), pretrain_batch_size):
+            x = views[order[i:i + pretrain_batch_size]]
             target = half(x) - mean
             keypoints = encoder.per_camera(x)
             loss = sum(F.mse_loss(dec(k), target[:, j]) for j, (dec, k) in enumerate(zip(decoders, keypoints))) / v
@@ -65,7 +67,7 @@ def pretrain_keypoints(encoder: KeypointEncoder, views: torch.Tensor, epochs: in
         if time.monotonic() - t0 > max_seconds:
             break
     encoder.freeze()
-    per_epoch = max(1, -(-views.shape[0] // batch_size))
+    per_epoch = max(1, -(-views.shape[0] // pretrain_batch_size))
     return PretrainResult(views.shape[0], done_epochs, time.monotonic() - t0,
                           sum(losses[:per_epoch]) / len(losses[:per_epoch]),
                           sum(losses[-per_epoch:]) / len(losses[-per_epoch:]))

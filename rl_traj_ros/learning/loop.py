@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..params.defaults import LEARNER
 from ..data.trajectory import Trajectory
 from . import weights as W
 from .base import Update
@@ -24,13 +25,13 @@ from .ppo_learner import WARM_START
 class RunFiles:
     """Where a learner's run keeps what it writes ('' = not written)."""
 
-    checkpoint_dir: str = ''
-    checkpoint_every: int = 1           # new versions between checkpoints; 0: only at the end
-    metrics_dir: str = ''
+    checkpoint_dir: str = LEARNER.checkpoint_dir
+    checkpoint_every: int = LEARNER.checkpoint_every           # new versions between checkpoints; 0: only at the end
+    metrics_dir: str = LEARNER.metrics_dir
     metrics_file: str = 'metrics.jsonl'
-    weights_dir: str = ''
-    snapshot_every: int = 0             # 0: no snapshots
-    tensorboard_dir: str = ''
+    weights_dir: str = LEARNER.weights_dir
+    snapshot_every: int = LEARNER.snapshot_every             # 0: no snapshots
+    tensorboard_dir: str = LEARNER.tensorboard_dir
     writes_shared: bool = True          # rank 0 of several: snapshots and warm_start.json are written once
 
     @classmethod
@@ -94,7 +95,8 @@ class LearnerLoop:
     def pending_steps(self) -> list[int]:
         return self.learner.pending_steps
 
-    def start(self, resume: bool = True, warm_start_dataset: str = '', warm_start_epochs: int = 100) -> None:
+    def start(self, resume: bool = LEARNER.resume, warm_start_dataset: str = LEARNER.warm_start_dataset,
+              warm_start_epochs: int = LEARNER.warm_start_epochs) -> None:
         f, lr = self.files, self.learner
         if f.checkpoint_dir and resume and lr.load_checkpoint(f.checkpoint_dir):
             self.log(f'resumed from {f.checkpoint_dir}: version {lr.version}')

@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..params.defaults import LEARNER
 from ..data.trajectory import Trajectory, chunk_ends, chunk_starts
 from ..params.learner_node import LEARNER_NODE
 from ..params.shared import GAE_LAMBDA, GAMMA
@@ -84,7 +85,7 @@ def reinforce_pp_advantages(rewards: torch.Tensor, dones: torch.Tensor, num_epoc
 
 
 def training_batch(traj: Trajectory, action_dim: int, gamma: float = GAMMA, gae_lambda: float = GAE_LAMBDA,
-                   advantage: str = 'gae', auto_reset: bool = True) -> dict[str, Any]:
+                   advantage: str = LEARNER.advantage, auto_reset: bool = LEARNER.auto_reset) -> dict[str, Any]:
     """A collector Trajectory (time-major ``[T, B, ...]``) -> flat samples ``[B*T, ...]``:
     ``obs`` (a dict), ``actions``, ``old_logprobs`` (per action entry), ``old_values``,
     ``advantages``, ``returns``, ``response_mask``, ``versions``. The collector's GAE is used
@@ -199,7 +200,7 @@ class PPOUpdater:
     with the same weights."""
 
     def __init__(self, params: list, evaluate: Callable, cfg: PPOConfig,
-                 all_reduce: Optional[Callable[[list], None]] = None, seed: int = 0):
+                 all_reduce: Optional[Callable[[list], None]] = None, seed: int = LEARNER.seed):
         self.params, self.evaluate, self.cfg, self.all_reduce = list(params), evaluate, cfg, all_reduce
         # foreach: one fused kernel per step over all parameters (the default on CPU loops per tensor)
         self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr, foreach=True)
@@ -265,7 +266,7 @@ class PPOUpdater:
 
 
 def behavior_clone(model: TrainablePolicy, states: torch.Tensor, actions: torch.Tensor, epochs: int = 100,
-                   minibatch_size: int = 256, lr: float = 1e-3, seed: int = 0,
+                   bc_batch_size: int = 256, bc_lr: float = 1e-3, seed: int = LEARNER.seed,
                    min_std: float = 0.005) -> dict[str, float]:
     """Warm start: fit the policy's mean action chunk to demonstrated ones (MSE over
     minibatches, Adam, on ``actor_parameters`` only), after folding the demo states into the
@@ -276,7 +277,7 @@ def behavior_clone(model: TrainablePolicy, states: torch.Tensor, actions: torch.
         raise ValueError(f'need as many demo states as action chunks, got {states.shape[0]} and {actions.shape[0]}')
     x, y = states.to(torch.float32), actions.to(torch.float32)
     model.merge_obs_stats(float(x.shape[0]), x.mean(0), x.var(0, unbiased=False))
-    opt = torch.optim.Adam(list(model.actor_parameters()), lr=lr, foreach=True)
+    opt = torch.optim.Adam(list(model.actor_parameters()), lr=bc_lr, foreach=True)
     g = torch.Generator().manual_seed(seed)
 
     def mean_of(obs: torch.Tensor) -> torch.Tensor:
@@ -286,8 +287,8 @@ def behavior_clone(model: TrainablePolicy, states: torch.Tensor, actions: torch.
         before = float(((mean_of(x) - y) ** 2).mean())
     for _ in range(epochs):
         order = torch.randperm(x.shape[0], generator=g)
-        for start in range(0, x.shape[0], minibatch_size):
-            idx = order[start:start + minibatch_size]
+        for start in range(0, x.shape[0], bc_batch_size):
+            idx = order[start:start + bc_batch_size]
             loss = ((mean_of(x[idx]) - y[idx]) ** 2).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -25,6 +25,7 @@ from typing import Optional
 
 import torch
 
+from ..params.defaults import LEARNER
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory
 from ..params.learner_node import LEARNER_NODE
@@ -44,12 +45,13 @@ class PPOLearnerConfig:
     auto_reset: bool = LEARNER_NODE['auto_reset'].default
     max_version_lag: int = LEARNER_NODE['max_version_lag'].default
     chunks_per_step: int = 0     # chunks per env row and step (0: whatever the first trajectory holds)
-    actor_rank: int = -1         # >= 0: only pipeline rows routed to this actor rank
-    run_id: str = ''             # non-empty: only this run's trajectories
+    only_rank: int = -1          # >= 0: only pipeline rows routed to this actor rank (-1: every rank's)
+    run_id: str = LEARNER.run_id             # non-empty: only this run's trajectories
 
 
 class PPOLearner:
-    def __init__(self, model, ppo: PPOConfig, cfg: PPOLearnerConfig, version: int = 0, all_reduce=None, seed: int = 0):
+    def __init__(self, model, ppo: PPOConfig, cfg: PPOLearnerConfig, version: int = 0, all_reduce=None,
+                 seed: int = LEARNER.seed):
         self.model, self.cfg, self.version = model, cfg, int(version)
         self.updater = PPOUpdater(model.parameters(), model.evaluate, ppo, all_reduce=all_reduce, seed=seed)
         self._steps: dict[int, list[Trajectory]] = {}
@@ -62,7 +64,7 @@ class PPOLearner:
 
     def ours(self, ident: TrajectoryId) -> bool:
         """Whether a trajectory of this identity is this learner's (its run, its actor rank)."""
-        return is_ours(ident, self.cfg.run_id, self.cfg.actor_rank)
+        return is_ours(ident, self.cfg.run_id, self.cfg.only_rank)
 
     def wants(self, ident: TrajectoryId) -> bool:
         """Whether a trajectory of this identity is ours and not learned from or held yet."""
@@ -199,7 +201,7 @@ class PPOLearner:
         state = read_checkpoint(directory)
         if state is None:
             return False
-        if state.get('algorithm', 'ppo') != 'ppo':
+        if state.get('algorithm', LEARNER.algorithm) != 'ppo':   # written before the key: PPO's
             raise ValueError(f"{directory} holds a {state['algorithm']} learner's checkpoint, not a PPO one")
         self.model.load_state_dict(state['model'])
         self.updater.optimizer.load_state_dict(state['optimizer'])

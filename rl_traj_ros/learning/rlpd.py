@@ -20,6 +20,7 @@ from typing import Optional
 import torch
 from torch.nn import functional as F
 
+from ..params.defaults import RLPD
 from ..params.learner_node import LEARNER_NODE
 from ..policies.sac import CriticEnsemble, SquashedGaussianActor
 from .transitions import TransitionBatch
@@ -63,7 +64,7 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> 
 
 
 class RLPDUpdater:
-    def __init__(self, actor: SquashedGaussianActor, critics: CriticEnsemble, cfg: RLPDConfig, seed: int = 0):
+    def __init__(self, actor: SquashedGaussianActor, critics: CriticEnsemble, cfg: RLPDConfig, seed: int = RLPD.seed):
         if not 1 <= cfg.critic_subsample <= critics.members:
             raise ValueError(f'critic_subsample must be in [1, {critics.members}], got {cfg.critic_subsample}')
         self.actor, self.critics, self.cfg = actor, critics, cfg

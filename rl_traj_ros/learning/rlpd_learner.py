@@ -27,6 +27,7 @@ from typing import Optional
 
 import torch
 
+from ..params.defaults import LEARNER, RLPD
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory
 from ..policies.keypoints import KeypointEncoder, camera_views
@@ -54,7 +55,7 @@ class RLPDLearnerConfig:
     priority_beta: float = rlpd_default('priority_beta')
     encoder_pretrain_epochs: int = rlpd_default('encoder_pretrain_epochs')   # image_encoder 'keypoints'
     success_reward: float = SUCCESS_REWARD
-    run_id: str = ''
+    run_id: str = RLPD.run_id
 
 
 ONLINE_ARENA = 4096   # trajectories
@@ -72,7 +73,7 @@ class RLPDLearner:
     algorithm = 'rlpd'
 
     def __init__(self, updater: RLPDUpdater, cfg: RLPDLearnerConfig, demos: Optional[TrajectoryReplayBuffer] = None,
-                 version: int = 0, seed: int = 0):
+                 version: int = 0, seed: int = RLPD.seed):
         """``demos``: whole transitions (``load_demos`` checks them); None: interventions only."""
         self.updater, self.cfg, self.version = updater, cfg, int(version)
         # the newest trajectories in the cache's arena: a batch is one gather per field instead of one
@@ -272,7 +273,8 @@ class RLPDLearner:
         if state is None:
             return False
         if state.get('algorithm') != self.algorithm:
-            raise ValueError(f"{directory} holds a {state.get('algorithm', 'ppo')} learner's checkpoint, not an RLPD one")
+            held = state.get('algorithm', LEARNER.algorithm)
+            raise ValueError(f"{directory} holds a {held} learner's checkpoint, not an RLPD one")
         self.updater.load_state_dict(state['rlpd'])
         self.version = int(state['version'])
         if self.keypoints is not None and bool(self.keypoints.frozen):
@@ -286,7 +288,7 @@ class RLPDLearner:
                          'warm start (warm_start_dataset)')
 
 
-def load_demos(directory: str | Path, seed: int = 0, cameras: int = 0) -> TrajectoryReplayBuffer:
+def load_demos(directory: str | Path, seed: int = RLPD.seed, cameras: int = 0) -> TrajectoryReplayBuffer:
     """A demonstrations directory (``real_collect``'s ``demos/``, or a sim expert run's replay
     buffer) as an in-memory buffer, every row checked to be a whole transition (with ``cameras``
     views when the learner sees the cameras)."""

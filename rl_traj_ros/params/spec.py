@@ -78,6 +78,11 @@ def typed(name: str, p: Param, value: Any) -> Any:
     return value
 
 
+def _copy(value: Any) -> Any:
+    """A list parameter reads as a fresh list: what a caller does with it never changes the config."""
+    return list(value) if isinstance(value, list) else value
+
+
 class Config(Mapping):
     """A node's effective parameters, typed and frozen: ``cfg.lr`` or ``cfg['lr']``.
 
@@ -97,7 +102,7 @@ class Config(Mapping):
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return object.__getattribute__(self, '_values')[name]
+            return _copy(object.__getattribute__(self, '_values')[name])
         except KeyError:
             raise AttributeError(f'no parameter {name!r}') from None
 
@@ -105,7 +110,7 @@ class Config(Mapping):
         raise AttributeError(f'parameters are read-only: {name!r} (use replace)')
 
     def __getitem__(self, name: str) -> Any:
-        return self._values[name] if name in self._values else self._extra[name]
+        return _copy(self._values[name]) if name in self._values else self._extra[name]
 
     def __iter__(self):
         return iter({**self._values, **self._extra})

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ..params.defaults import ENV
 from ..params.collector_node import COLLECTOR_NODE
 from ..params.paths import config_path
 from ..params.spec import resolve
@@ -64,7 +65,8 @@ def resume_point(output_dir: str | Path) -> tuple[int, int]:
     return 0, 0
 
 
-def learner_params(p: dict, learner: dict, output_dir: str | Path, num_env_nodes: int = 1, num_learners: int = 1,
+def learner_params(p: dict, learner: dict, output_dir: str | Path, num_env_nodes: int = ENV.num_env_nodes,
+                   num_learners: int = 1,
                    done_updates: int = 0) -> dict:
     """The learner node's parameters beside the pipeline's (``p``): the env's shape, where the run's
     outputs go, the writer's buffer to catch up from, the collector's run and return settings."""

@@ -10,6 +10,7 @@ import time
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
+from ..params.defaults import ENV
 from .. import msg as M
 from ..collect.collector import TrajectoryCollector, TrajectoryPlan
 from ..data.schema import ActionChunk, PolicyInput
@@ -52,7 +53,7 @@ def _same(name, got, want) -> bool:
     return got.source_device == 'smoke'
 
 
-def run_smoke(envs: int = 8, image_size: int = 128, timeout: float = 60.0) -> int:
+def run_smoke(envs: int = 8, image_size: int = ENV.image_size, timeout: float = 60.0) -> int:
     echo = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.echo_node'], stdout=subprocess.PIPE,
                             text=True, start_new_session=True)
     rclpy.init()

@@ -12,12 +12,14 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..params.defaults import POLICY
 from .nets import CONV_FEATURES, conv_trunk, seeded
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = 128, use_images: bool = False,
-                 image_size: int = 128, init_log_std: float = -1.0, seed: int = 0):
+    def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = POLICY.hidden,
+                 use_images: bool = POLICY.use_images,
+                 image_size: int = POLICY.image_size, init_log_std: float = -1.0, seed: int = POLICY.seed):
         super().__init__()
         with seeded(seed):  # the same initial weights in every process, the global RNG untouched
             self.state_dim, self.action_dim, self.chunk, self.use_images = state_dim, action_dim, chunk, use_images

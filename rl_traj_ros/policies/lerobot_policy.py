@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from ..params.defaults import POLICY
 from .lerobot_wire import WireError, read_frame, write_frame
 
 SERVER = Path(__file__).with_name('lerobot_server.py')
@@ -75,8 +76,8 @@ def server_env() -> dict:
 class LeRobotServer:
     """The LeRobot process and its pipe: ``call`` sends one frame and waits for the answer."""
 
-    def __init__(self, checkpoint: str | Path, steps: int, python: str = '', device: str = 'cpu',
-                 temporal_ensemble_coeff: float = -1.0, seed: int = 0):
+    def __init__(self, checkpoint: str | Path, steps: int, python: str = '', device: str = POLICY.device,
+                 temporal_ensemble_coeff: float = POLICY.temporal_ensemble_coeff, seed: int = POLICY.seed):
         self.checkpoint = pretrained_dir(checkpoint)
         cmd = [str(find_python(python)), str(SERVER), '--checkpoint', str(self.checkpoint), '--steps', str(steps),
                '--device', device, '--temporal-ensemble-coeff', str(temporal_ensemble_coeff), '--seed', str(seed)]
@@ -161,7 +162,8 @@ class LeRobotPolicy:
     """What ``PolicyWorker`` calls on a model, answered by a LeRobot checkpoint."""
 
     def __init__(self, checkpoint: str, chunk: int, action_dim: int, camera_names: Sequence[str],
-                 python: str = '', device: str = 'cpu', temporal_ensemble_coeff: float = -1.0, seed: int = 0):
+                 python: str = '', device: str = POLICY.device,
+                 temporal_ensemble_coeff: float = POLICY.temporal_ensemble_coeff, seed: int = POLICY.seed):
         self.chunk, self.action_dim = int(chunk), int(action_dim)
         self.server = LeRobotServer(checkpoint, self.chunk, python, device, temporal_ensemble_coeff, seed)
         info = self.server.info

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..params.defaults import SAC
 from .keypoints import KEYPOINTS, KeypointEncoder, camera_views
 from .nets import CONV_FEATURES, conv_trunk, seeded
 
@@ -102,9 +103,10 @@ def mlp(inp: int, hidden: int, layers: int = 2) -> nn.Sequential:
 
 
 class SquashedGaussianActor(nn.Module):
-    def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = 256,
-                 action_scale: Optional[Sequence[float]] = None, use_images: bool = False, seed: int = 0,
-                 image_encoder: str = 'cnn', cameras: int = 1):
+    def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = SAC.hidden,
+                 action_scale: Optional[Sequence[float]] = None, use_images: bool = SAC.use_images,
+                 seed: int = SAC.seed,
+                 image_encoder: str = SAC.image_encoder, cameras: int = 1):
         super().__init__()
         with seeded(seed):  # the same initial weights in every process, the global RNG untouched
             self.state_dim, self.action_dim, self.chunk, self.use_images = state_dim, action_dim, chunk, use_images
@@ -200,8 +202,9 @@ class EnsembleLinear(nn.Module):
 class CriticEnsemble(nn.Module):
     """``E`` Q-functions Q(s, a) over action chunks, LayerNorm after each hidden layer."""
 
-    def __init__(self, state_dim: int, action_dim: int, chunk: int, members: int = 10, hidden: int = 256,
-                 use_images: bool = False, seed: int = 0, image_encoder: str = 'cnn', cameras: int = 1):
+    def __init__(self, state_dim: int, action_dim: int, chunk: int, members: int = 10, hidden: int = SAC.hidden,
+                 use_images: bool = SAC.use_images, seed: int = SAC.seed, image_encoder: str = SAC.image_encoder,
+                 cameras: int = 1):
         """One image encoder for all ``members`` (not one per critic); with 'keypoints' none at all:
         the critics read the actor's frozen encoder's features, cached with the rows."""
         super().__init__()

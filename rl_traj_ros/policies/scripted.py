@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..params.defaults import POLICY
+
 TCP, GRIP, CUBE = slice(15, 18), 14, slice(18, 21)
 
 
 class PickCubeExpert:
     def __init__(self, max_step: float = 0.025, hover: float = 0.06, lift_height: float = 0.2,
-                 grasp_width: float = 0.6, noise: float = 0.0, seed: int = 0):
+                 grasp_width: float = 0.6, noise: float = 0.0, seed: int = POLICY.seed):
         self.max_step, self.hover, self.lift_height = max_step, hover, lift_height
         self.grasp_width = grasp_width
         self.noise = noise

@@ -16,11 +16,12 @@ import numpy as np
 import torch
 
 from ..envs.sim_franka import sim_env_from_params
+from ..params.defaults import POLICY
 
 Act = Callable[[dict], np.ndarray]  # the env's observation ('states' [B, S], cameras) -> actions [B, C*A]
 
 
-def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int = 1, split: str = 'eval') -> dict:
+def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: str = 'eval') -> dict:
     """Run ``act`` (executing ``chunk`` actions per call) on held-out state ids until
     ``num_episodes`` episodes ended; success rate, return and length per episode. ``split`` ''
     scores gym-hil's fixed start instead (the fixed-cube variant of a task)."""
@@ -83,6 +84,6 @@ def load_actor_critic(path: str | Path, p: dict):
     if path.is_dir():
         path = path / CHECKPOINT
     state = torch.load(path, map_location='cpu', weights_only=True)
-    model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], seed=p.get('seed', 0))
+    model = ActorCritic(p['state_dim'], p['action_dim'], p['chunk'], p['hidden'], seed=p.get('seed', POLICY.seed))
     model.load_state_dict(state['model'] if 'model' in state and isinstance(state['model'], dict) else state)
     return model.eval(), int(state.get('version', 0))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Generator, Optional
 import numpy as np
 import torch
 
+from ..params.defaults import ENV, POLICY
 from ..data.schema import (ActionChunk, EnvPart, EnvTransition, PolicyInput, PolicyOutput, PolicyPart,
                            TrajectoryKey, TrajectorySource)
 
@@ -28,22 +29,22 @@ if TYPE_CHECKING:  # the annotations' names; ``assembly`` builds the models
 
 @dataclass
 class RolloutConfig:
-    env_rank: int = 0
-    stage_id: int = 0
-    num_envs: int = 2
-    chunk: int = 4
-    action_dim: int = 7
-    num_epochs: int = 1
-    chunks_per_epoch: int = 10
-    num_steps: int = 1            # training steps to run; with target_successes: at most this many (0 = no cap)
-    target_successes: int = 0     # stop at the first step boundary after this many successful episodes
-    target_episodes: int = 0      # stop at the first step boundary after this many episodes ended (evaluation)
-    seed: int = 0
-    image_obs: bool = False
-    image_size: int = 128
-    max_episode_steps: int = 100
-    teleop_only: bool = False     # demonstrations: every step executes the teleop action (flags all 1)
-    start_step: int = 0           # first step_id: a run appending to stored data continues its steps
+    env_rank: int = ENV.env_rank
+    stage_id: int = ENV.stage_id
+    num_envs: int = ENV.num_envs
+    chunk: int = ENV.chunk
+    action_dim: int = ENV.action_dim
+    num_epochs: int = ENV.num_epochs
+    chunks_per_epoch: int = ENV.chunks_per_epoch
+    num_steps: int = ENV.num_steps    # training steps to run; with target_successes: at most this many (0 = no cap)
+    target_successes: int = ENV.target_successes  # stop at the first step boundary after this many successes
+    target_episodes: int = ENV.target_episodes    # ... after this many episodes ended (evaluation)
+    seed: int = ENV.seed
+    image_obs: bool = ENV.image_obs
+    image_size: int = ENV.image_size
+    max_episode_steps: int = ENV.max_episode_steps
+    teleop_only: bool = ENV.teleop_only     # demonstrations: every step executes the teleop action (flags all 1)
+    start_step: int = ENV.start_step           # first step_id: a run appending to stored data continues its steps
 
 
 @dataclass
@@ -182,8 +183,8 @@ class PolicyWorker:
     PolicyPart and per-slot ``versions`` (synchronous PPO: step k+1 uses update k's weights)."""
     KEEP_VERSIONS = 2
 
-    def __init__(self, model: ActorCritic, expert: Optional[PickCubeExpert] = None, seed: int = 0,
-                 keep_next_obs: bool = False, model_version: int = 0):
+    def __init__(self, model: ActorCritic, expert: Optional[PickCubeExpert] = None, seed: int = ENV.seed,
+                 keep_next_obs: bool = False, model_version: int = POLICY.model_version):
         self.expert, self.seed, self.keep_next_obs = expert, seed, keep_next_obs
         self._versions: list[tuple[int, int, ActorCritic]] = [(0, int(model_version), model)]  # (from step, v, m)
         self._max_step = -1

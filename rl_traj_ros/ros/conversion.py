@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from ..params.defaults import POLICY
 from ..data.schema import (ActionChunk, EnvPart, EnvTransition, MalformedPartError, PolicyInput, PolicyOutput,
                            PolicyPart, TrajectoryKey, TrajectorySource)
 from .. import msg as M
@@ -239,7 +240,7 @@ def transition_from_msg(m: M.EnvTransition, field: str) -> EnvTransition:
     return EnvTransition(**vals, reward_model_output=rm)
 
 
-def policy_part_to_msg(p: PolicyPart, model_version: int = 0) -> M.PolicyPart:
+def policy_part_to_msg(p: PolicyPart, model_version: int = POLICY.model_version) -> M.PolicyPart:
     m = M.PolicyPart()
     m.sources = sources_to_msg(p.sources)
     to_dict_msg(p.obs, m.obs)

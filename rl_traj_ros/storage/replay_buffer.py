@@ -1,12 +1,10 @@
 """TrajectoryReplayBuffer: whole [T, B, ...] trajectories on disk, sampled per row (spec §6).
 
 Composed like torchrl's buffers: ``storage`` (``files.TrajectoryFiles``, one durable file per
-trajectory), an index (``index.py``: ``trajectory_index.json`` + ``metadata.json``, kept
-apart from the data), a FIFO cache of the newest flattened trajectories (``cache.py``), one
-writer thread with a bounded queue (``background.py``) and a ``sampler`` (``sampler.py``,
-uniform over the window by default) whose rows the buffer gathers (``get``). Trajectories
-stay whole (many episodes each); sampling reads them in the time-major storage layout
-(``layout.py``).
+trajectory), an index (``index.py``: ``trajectory_index.json`` + ``metadata.json``), a FIFO cache
+of the newest flattened trajectories (``cache.py``), one writer thread with a bounded queue
+(``background.py``) and a ``sampler`` (``sampler.py``, uniform over the window by default) whose
+rows the buffer gathers (``get``). Trajectories stay whole (many episodes each), time-major (``layout.py``).
 
 Delivery guarantee: ``add_trajectories`` returns once a trajectory is queued; it is
 *acknowledged* (durable) once ``flush()`` returned or ``on_durable`` was called for it.
@@ -23,6 +21,7 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
+from ..params.defaults import WRITER
 from ..data.identity import TrajectoryId
 from ..data.schema import TrajectoryKey
 from ..data.trajectory import Trajectory
@@ -56,9 +55,10 @@ class TrajectoryReplayBuffer:
     sequence number ``seq`` in this buffer (its file name); what it *is* is its identity.
     """
 
-    def __init__(self, seed: int = 1234, enable_cache: bool = True, cache_size: int = 5,
-                 sample_window_size: int = 100, auto_save: bool = False, auto_save_path: Optional[str] = None,
-                 trajectory_format: str = 'pt', max_pending_writes: int = 4, max_open_files: int = 256,
+    def __init__(self, seed: int = WRITER.seed, enable_cache: bool = True, cache_size: int = WRITER.cache_size,
+                 sample_window_size: int = WRITER.sample_window_size, auto_save: bool = False,
+                 auto_save_path: Optional[str] = None, trajectory_format: str = WRITER.trajectory_format,
+                 max_pending_writes: int = WRITER.max_pending_writes, max_open_files: int = 256,
                  on_durable: Optional[Callable[[int], None]] = None, sampler: Optional[Sampler] = None,
                  storage: Optional[TrajectoryFiles] = None):
         if storage is not None:

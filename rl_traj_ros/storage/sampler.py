@@ -13,6 +13,8 @@ from typing import NamedTuple, Protocol, Sequence
 
 import torch
 
+from ..params.defaults import WRITER
+
 
 class WindowEntry(Protocol):
     """What a sampler may read of a window entry (``storage.index.TrajectoryEntry``)."""
@@ -51,7 +53,7 @@ def _check(window: Sequence[WindowEntry]) -> None:
 class UniformSampler:
     """Every row of the window equally likely, with replacement (spec §6: the default)."""
 
-    def __init__(self, seed: int = 1234):
+    def __init__(self, seed: int = WRITER.seed):
         self.generator = torch.Generator().manual_seed(seed)
 
     def added(self, entry: WindowEntry) -> None:
@@ -72,7 +74,7 @@ class PrioritizedSampler:
     drawn soon at least once; ``update_priority`` sets rows' priorities from the learner's
     errors (|TD error| + ``eps``)."""
 
-    def __init__(self, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-3, seed: int = 1234):
+    def __init__(self, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-3, seed: int = WRITER.seed):
         if alpha < 0 or not 0 <= beta <= 1 or eps <= 0:
             raise ValueError(f'alpha >= 0, beta in [0, 1] and eps > 0, got {alpha}, {beta}, {eps}')
         self.alpha, self.beta, self.eps = alpha, beta, eps

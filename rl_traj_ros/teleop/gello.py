@@ -21,6 +21,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..params.defaults import GELLO
+
 HOME = (0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.0)
 ADDR_PRESENT_POSITION = 132
 
@@ -55,12 +57,12 @@ class FrankaKinematics:
 
 @dataclass
 class GelloConfig:
-    port: str = '/dev/ttyUSB0'
-    baudrate: int = 57600
+    port: str = GELLO.port
+    baudrate: int = GELLO.baudrate
     joint_ids: list[int] = field(default_factory=lambda: list(range(1, 8)))
     joint_offsets: list[float] = field(default_factory=lambda: [0.0] * 7)
     joint_signs: list[float] = field(default_factory=lambda: [1, 1, 1, 1, 1, -1, 1])
-    gripper_id: int = 8                    # <= 0: no gripper servo
+    gripper_id: int = GELLO.gripper_id                    # <= 0: no gripper servo
     gripper_open_rad: float = math.radians(195.0)
     gripper_closed_rad: float = math.radians(152.0)
 
@@ -115,11 +117,11 @@ class GelloTeleop:
     """Leader joints + follower TCP -> expert delta action with the activity latch."""
 
     kinematics: FrankaKinematics
-    pos_scale: float = 0.05      # metres per unit action (the env's action_scale)
-    rot_scale: float = 0.2       # radians per unit action
-    deadzone: float = 1e-3
-    latch_s: float = 0.5
-    no_gripper: bool = False
+    pos_scale: float = GELLO.pos_scale      # metres per unit action (the env's action_scale)
+    rot_scale: float = GELLO.rot_scale       # radians per unit action
+    deadzone: float = GELLO.deadzone
+    latch_s: float = GELLO.latch_s
+    no_gripper: bool = GELLO.no_gripper
 
     def __post_init__(self) -> None:
         self._last_active: Optional[float] = None

@@ -14,6 +14,8 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
+from ..params.defaults import SPACEMOUSE
+
 
 class ReplayHID:
     """The HID device interface pyspacemouse reads from, fed with recorded raw reports.
@@ -93,7 +95,7 @@ class SocketHID(ReplayHID):
             return b''
 
 
-def open_device(replay: Optional[ReplayHID] = None, device_name: str = 'SpaceMouseCompact'):
+def open_device(replay: Optional[ReplayHID] = None, device_name: str = SPACEMOUSE.device_name):
     """A pyspacemouse SpaceMouseDevice: on the replay, or the first connected device."""
     import pyspacemouse
     from pyspacemouse import AxisConvention, SpaceMouseDevice, apply_axis_convention, get_device_specs
@@ -128,10 +130,10 @@ def drain(device, max_reports: int = 256):
 class SpaceMouseTeleop:
     """Device state -> ``[-y, x, z, -roll, -pitch, -yaw(, gripper)]`` with the activity latch."""
 
-    deadzone: float = 0.001
-    latch_s: float = 0.5
+    deadzone: float = SPACEMOUSE.deadzone
+    latch_s: float = SPACEMOUSE.latch_s
     scale: float = 1.0
-    no_gripper: bool = False
+    no_gripper: bool = SPACEMOUSE.no_gripper
 
     def __post_init__(self) -> None:
         self._last_active: Optional[float] = None
