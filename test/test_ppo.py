@@ -311,7 +311,7 @@ def test_behavior_clone_fits_demo_chunks_read_from_a_lerobot_dataset(tmp_path):
     model = ActorCritic(4, 2, 1, hidden=32, seed=0)
     m = behavior_clone(model, torch.from_numpy(states), torch.from_numpy(chunks), epochs=200, bc_batch_size=32)
     assert m['bc_mse_after'] < 0.2 * m['bc_mse_before'], m
-    assert model.obs_count.item() == 60 and torch.allclose(model.obs_mean, torch.from_numpy(states).mean(0), atol=1e-5)
+    assert model.norm.count.item() == 60 and torch.allclose(model.norm.mean, torch.from_numpy(states).mean(0), atol=1e-5)
     assert m['bc_std_mean'] == pytest.approx(float(model.log_std.detach().exp().mean())) and m['bc_std_mean'] < 0.3
 
 

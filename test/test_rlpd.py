@@ -167,7 +167,7 @@ def test_states_are_standardized_alike_in_actor_critics_and_targets_and_travel_w
     assert float(n(torch.tensor([[0.0, 50.0, 0.0, 0.7]]))[0, 1]) == NORM_CLIP
     for net in (u.critics, u.target):
         assert torch.equal(net.norm.mean, n.mean) and torch.equal(net.norm.std, n.std)
-    assert {'norm.mean', 'norm.std'} <= set(u.actor.state_dict())   # what the policy node loads
+    assert {'norm.mean', 'norm.var'} <= set(u.actor.state_dict())   # what the policy node loads
     old = {k: v for k, v in u.actor.state_dict().items() if not k.startswith('norm.')}   # saved before the normalizer
     u.actor.load_state_dict(old)
     assert torch.equal(u.actor.norm.mean, torch.zeros(4)) and torch.equal(u.actor.norm.std, torch.ones(4))

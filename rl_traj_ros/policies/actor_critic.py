@@ -14,6 +14,9 @@ from torch import nn
 
 from ..params.defaults import POLICY
 from .nets import CONV_FEATURES, conv_trunk, seeded
+from .normalize import StateNormalizer
+
+MIN_STD, NORM_CLIP = 1e-4, 10.0   # PPO's running statistics: any spread counts, clipped at 10 std
 
 
 class ActorCritic(nn.Module):
@@ -36,9 +39,7 @@ class ActorCritic(nn.Module):
             self.log_std = nn.Parameter(torch.full((chunk * action_dim,), init_log_std))
             # running mean/variance of the states the learner trained on (buffers: they travel with the
             # weights, so the policy node normalizes exactly as the update did); identity until then
-            self.register_buffer('obs_mean', torch.zeros(state_dim))
-            self.register_buffer('obs_var', torch.ones(state_dim))
-            self.register_buffer('obs_count', torch.zeros(()))
+            self.norm = StateNormalizer(state_dim, MIN_STD, NORM_CLIP)
             # orthogonal init (gain sqrt 2 in the MLPs, 0.01 on the action head, 1 on the value head), as
             # PPO implementations do: the initial policy's mean action is ~0, so an untrained policy
             # does not drift the arm to a workspace bound before it learned anything
@@ -59,7 +60,7 @@ class ActorCritic(nn.Module):
     def inputs(self, obs: dict) -> torch.Tensor:
         """States, and the image features when the model sees the camera."""
         x = obs['states'].to(self.device, torch.float32)
-        x = ((x - self.obs_mean) / (self.obs_var + 1e-8).sqrt()).clamp(-10.0, 10.0)
+        x = self.norm(x)
         if self.use_images:
             img = obs['main_images'].to(self.device).permute(0, 3, 1, 2).to(torch.float32) / 255.0
             x = torch.cat([x, self.cnn(img)], dim=1)
@@ -68,15 +69,7 @@ class ActorCritic(nn.Module):
     @torch.no_grad()
     def merge_obs_stats(self, count: float, mean: torch.Tensor, var: torch.Tensor) -> None:
         """Fold a batch's state moments into the running ones (Chan et al.'s parallel update)."""
-        if count <= 0:
-            return
-        n0 = self.obs_count.item()
-        n = n0 + count
-        delta = mean.to(self.obs_mean) - self.obs_mean
-        m2 = self.obs_var * n0 + var.to(self.obs_var) * count + delta ** 2 * n0 * count / n
-        self.obs_mean += delta * count / n
-        self.obs_var.copy_(m2 / n)
-        self.obs_count.fill_(n)
+        self.norm.merge(count, mean, var)
 
     def dist(self, x: torch.Tensor) -> torch.distributions.Normal:
         return torch.distributions.Normal(torch.tanh(self.mean(self.actor(x))), self.log_std.exp())
@@ -137,6 +130,10 @@ class ActorCritic(nn.Module):
 
 
 def _renamed_actor(state_dict, prefix, *_):
-    """Weights saved before the actor MLP was named ``actor`` (it was ``trunk``) still load."""
+    """Weights saved before the actor MLP was named ``actor`` (it was ``trunk``), or before the
+    normalizer was a module (``obs_mean``, ``obs_var``, ``obs_count``), still load."""
     for key in [k for k in state_dict if k.startswith(prefix + 'trunk.')]:
         state_dict[prefix + 'actor.' + key[len(prefix) + len('trunk.'):]] = state_dict.pop(key)
+    for old, new in (('obs_mean', 'norm.mean'), ('obs_var', 'norm.var'), ('obs_count', 'norm.count')):
+        if prefix + old in state_dict:
+            state_dict[prefix + new] = state_dict.pop(prefix + old)

@@ -7,9 +7,7 @@ step for the sim's pick task, 1 for a gripper command), so the actor, the demons
 the env speak the same units. LayerNorm after every hidden layer (RLPD: it keeps an ensemble's
 Q values from extrapolating on out-of-distribution actions); the critic ensemble is one
 batched matmul per layer, not a Python loop over members. States are standardized per dimension
-(``StateNormalizer``) before either network sees them: a robot state mixes joint angles of ~1 rad
-with a cube offset of a few centimetres, and unscaled the few centimetres that decide a grasp are
-drowned in the first layer.
+(``normalize.StateNormalizer``, fitted to the demonstrations) before either network sees them.
 """
 from __future__ import annotations
 
@@ -23,40 +21,11 @@ from torch.nn import functional as F
 from ..params.defaults import SAC
 from .keypoints import KEYPOINTS, KeypointEncoder, camera_views
 from .nets import CONV_FEATURES, conv_trunk, seeded
+from .normalize import StateNormalizer
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 NORM_CLIP = 10.0
 MIN_STD = 1e-2
-
-
-class StateNormalizer(nn.Module):
-    """``clip((states - mean) / std)`` per dimension. The statistics are buffers, so they travel
-    with the actor's weights to the policy node and into checkpoints; identity until ``fit``
-    (the learner fits them to its demonstrations once, before its first step). ``std`` is floored
-    at ``MIN_STD`` so that a dimension the demonstrations never moved does not blow up later."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.register_buffer('mean', torch.zeros(dim))
-        self.register_buffer('std', torch.ones(dim))
-
-    @torch.no_grad()
-    def fit(self, states: torch.Tensor) -> None:
-        states = states.reshape(-1, self.mean.shape[0]).to(torch.float64)
-        self.mean.copy_(states.mean(0))
-        self.std.copy_(states.std(0, unbiased=False).clamp_min(MIN_STD))
-
-    def forward(self, states: torch.Tensor) -> torch.Tensor:
-        return ((states.to(torch.float32) - self.mean) / self.std).clamp(-NORM_CLIP, NORM_CLIP)
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        """Weights saved before states were standardized have no statistics: they load as the
-        identity they were trained with."""
-        for name, value in (('mean', 0.0), ('std', 1.0)):
-            state_dict.setdefault(prefix + name, torch.full_like(getattr(self, name), value))
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
 
 
 class ImageEncoder(nn.Module):
@@ -114,7 +83,7 @@ class SquashedGaussianActor(nn.Module):
             if scale.shape != (action_dim,) or bool((scale <= 0).any()):
                 raise ValueError(f'action_scale must be {action_dim} positive numbers, got {scale.tolist()}')
             self.register_buffer('scale', scale.repeat(chunk))
-            self.norm = StateNormalizer(state_dim)
+            self.norm = StateNormalizer(state_dim, MIN_STD, NORM_CLIP)
             self.encoder = make_encoder(image_encoder, cameras) if use_images else None
             self.body = mlp(state_dim + (self.encoder.out_features if use_images else 0), hidden)
             self.mean = nn.Linear(hidden, chunk * action_dim)
@@ -210,7 +179,7 @@ class CriticEnsemble(nn.Module):
         super().__init__()
         with seeded(seed + 1):  # not the actor's stream: its first layer would equal the actor's
             self.members, self.use_images = members, use_images
-            self.norm = StateNormalizer(state_dim)
+            self.norm = StateNormalizer(state_dim, MIN_STD, NORM_CLIP)
             self.encoder = ImageEncoder() if use_images and image_encoder == 'cnn' else None
             features = (self.encoder.out_features if self.encoder is not None else cameras * 2 * KEYPOINTS) \
                 if use_images else 0
@@ -231,4 +200,4 @@ class CriticEnsemble(nn.Module):
 
 
 __all__ = ['SquashedGaussianActor', 'CriticEnsemble', 'EnsembleLinear', 'IMAGE_ENCODERS', 'ImageEncoder',
-           'StateNormalizer', 'action_scale', 'image_features', 'make_encoder']
+           'action_scale', 'image_features', 'make_encoder']
