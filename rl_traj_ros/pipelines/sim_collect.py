@@ -119,16 +119,18 @@ def checkpoint_observation(checkpoint: str) -> dict:
 
 # -- in one process, no ROS ----------------------------------------------------------------------
 def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = None, learner=None) -> dict:
-    """The same workers, collector, exactly-once sink and buffer as the nodes, in one process:
-    outputs take the writer node's path (``ExactlyOnceSink.offer``) and acknowledgements the
-    collector node's (``TrajectoryCollector.acknowledge``). With a ``learner`` (``run sim_train
-    --in-process``) every output also goes to it and its updates to the policy worker, and a
-    request waits as the policy node makes it wait (``max_version_lag``): the previous chunk's
-    EnvPart is completed at once, the new chunk is answered once its weights are in."""
+    """The same workers, policy server, collector, exactly-once sink and buffer as the nodes, in
+    one process, with function calls for topics: parts take the policy node's path
+    (``PolicyServer``: admitted, answered, kept until the collector settles their keys), outputs
+    the writer node's (``ExactlyOnceSink.offer``) and acknowledgements the collector node's
+    (``TrajectoryCollector.acknowledge``). With a ``learner`` (``run sim_train --in-process``)
+    every output also goes to it and its updates to the policy server as weights, and a request
+    waits as the policy node makes it wait (``max_version_lag``): the previous chunk's EnvPart
+    is completed at once, the new chunk is answered once its weights are in."""
     from ..collect.collector import TrajectoryCollector
     from ..data.identity import new_run_id
-    from ..delivery.gate import PolicyGate
     from ..delivery.sink import ExactlyOnceSink
+    from ..rollout.policy_server import PolicyServer, PolicyTransport
     from ..params.spec import resolve
     from ..params.writer_node import WRITER_NODE
     from ..envs.sim_franka import sim_env_from_params
@@ -153,17 +155,18 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
                                  num_envs=cfg.num_envs, **collect_episode_kwargs(pe))
         envs.append(env)
         workers.append(EnvWorker(cfg, env))
-    # the policy node's gate; the learner is present from the start (no announcement to wait for)
-    gate = PolicyGate(policy.ready_for, int(params['policy_node'].get('max_version_lag', -1)) if learner else -1)
-    gate.learner_seen = learner is not None
-    if learner is not None and learner.version > policy.model_version:  # a resumed learner's announcement
-        policy.set_weights(learner.model.state_dict(), learner.version)
+    replies: dict = {}     # chunk key -> actions: the policy server's answers, as the env node receives them
     updates: list = []
     t_data = 0.0
 
+    def fail(why: str):   # what the node logs and survives is a bug here: no transport garbles a message
+        raise RuntimeError(why)
+
+    def answer(chunk):
+        replies[chunk.sources[0].key] = chunk.actions
+        return chunk
+
     def store(part) -> None:
-        if part is None:
-            return
         for o in collector.push(part):
             offer = sink.offer(o.trajectory, block=True)
             if offer.verdict == 'rejected':
@@ -173,35 +176,43 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
             # PPO updates when a step completes; RLPD takes the whole gradient-step budget the new data allows
             for up in (learner.offer(o.trajectory), learner.train(1 << 30)):
                 if up is not None:
-                    policy.set_weights(up.state_dict, up.version)
                     updates.append(up)
+                    server.weights(up.version, lambda up=up: up.state_dict, 'in process')
         collector.acknowledge(sink.take_acks())
+        server.ack(collector.take_settled())
+
+    # the policy node's protocol; the learner is present from the start (no announcement to wait for)
+    lag = int(params['policy_node'].get('max_version_lag', -1)) if learner else -1
+    server = PolicyServer(policy, PolicyTransport(answer, lambda sent: None, lambda part, version: part,
+                                                  lambda part: part, store, store, lambda: 1),
+                          lag, None, 3600.0, lambda line: None, fail)
+    server.gate.learner_seen = learner is not None
+    if learner is not None and learner.version > policy.model_version:  # a resumed learner's announcement
+        server.weights(learner.version, learner.model.state_dict, 'resumed')
 
     t0 = time.perf_counter()
     gens = [w.run() for w in workers]
     reqs = [next(g) for g in gens]
-    completed = [False] * len(gens)
+    sent = [False] * len(gens)
     live = list(range(len(gens)))
     while live:
-        progressed = False
+        progressed, answered = False, len(replies)
         for i in list(live):
-            t1 = time.perf_counter()
             req = reqs[i]
-            if not completed[i]:  # the previous chunk's EnvPart first: the learner may need it for its step
-                store(policy.complete(req))
-                completed[i] = True
-            if req.sources and not gate.weights_ready(req.sources[0].key.step_id):
+            key = req.sources[0].key if req.sources else None
+            if not sent[i]:   # answered now, or held for its weights (its previous EnvPart goes out at once)
+                t1 = time.perf_counter()
+                server.request(req)
                 t_data += time.perf_counter() - t1
+                sent[i] = True
+            if key is not None and key not in replies:
                 continue  # waits for the weights of an update another env node's rows complete
-            chunk, pol = policy.infer(req) if req.sources else (None, None)
-            store(pol)
-            t_data += time.perf_counter() - t1
-            progressed, completed[i] = True, False
+            progressed, sent[i] = True, False
             try:
-                reqs[i] = gens[i].send(chunk.actions if chunk is not None else None)
+                reqs[i] = gens[i].send(replies.pop(key) if key is not None else None)
             except StopIteration:
                 live.remove(i)
-        if not progressed:
+        if not progressed and len(replies) == answered:
             raise RuntimeError(f'every env waits for weights the learner cannot produce (pending steps '
                                f'{learner.pending_steps if learner is not None else []})')
     loop = time.perf_counter() - t0  # like the env node's loop_s: without the final flush and close
