@@ -55,11 +55,9 @@ class SimFrankaVecEnv(BatchedEnv):
     robot_type = 'panda'  # gym-hil's MuJoCo Panda
 
     def __init__(self, num_envs: int, image_obs: bool = ENV.image_obs, image_size: int = ENV.image_size,
-                 seed: int = ENV.seed,
-                 max_episode_steps: int = ENV.max_episode_steps, states: Optional[StateIdTable] = None,
-                 state_split: str = ENV.state_split,
-                 env_offset: int = 0, total_envs: Optional[int] = None, task_id: int = ENV.task_id,
-                 observation: str = ENV.observation):
+                 seed: int = ENV.seed, max_episode_steps: int = ENV.max_episode_steps,
+                 states: Optional[StateIdTable] = None, state_split: str = ENV.state_split, env_offset: int = 0,
+                 total_envs: Optional[int] = None, task_id: int = ENV.task_id, observation: str = ENV.observation):
         if observation not in OBSERVATIONS:
             raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
         if observation == 'pixels' and not image_obs:

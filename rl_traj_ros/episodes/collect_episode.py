@@ -92,13 +92,12 @@ def _copy(x: Any) -> Any:
 
 class CollectEpisode(gym.Wrapper):
     def __init__(self, env: Any, save_dir: str, rank: int = 0, num_envs: Optional[int] = None,
-                 show_goal_site: bool = True,
-                 export_format: str = ENV.export_format, robot_type: Optional[str] = None, fps: int = ENV.fps,
-                 only_success: bool = ENV.only_success,
+                 show_goal_site: bool = True, export_format: str = ENV.export_format,
+                 robot_type: Optional[str] = None, fps: int = ENV.fps, only_success: bool = ENV.only_success,
                  finalize_interval: int = ENV.finalize_interval, lerobot_version: str = ENV.lerobot_version,
-                 max_queued_episodes: int = 64,
-                 naming: str = 'lerobot', image_storage: str = ENV.image_storage, camera_names: Optional[list] = None,
-                 state_names: Optional[list] = None, action_names: Optional[list] = None):
+                 max_queued_episodes: int = 64, naming: str = 'lerobot', image_storage: str = ENV.image_storage,
+                 camera_names: Optional[list] = None, state_names: Optional[list] = None,
+                 action_names: Optional[list] = None):
         if isinstance(env, gym.Env):
             super().__init__(env)
         else:  # vector / batched envs are not gym.Env: wrap them by delegation

@@ -66,8 +66,7 @@ def resume_point(output_dir: str | Path) -> tuple[int, int]:
 
 
 def learner_params(p: dict, learner: dict, output_dir: str | Path, num_env_nodes: int = ENV.num_env_nodes,
-                   num_learners: int = 1,
-                   done_updates: int = 0) -> dict:
+                   num_learners: int = 1, done_updates: int = 0) -> dict:
     """The learner node's parameters beside the pipeline's (``p``): the env's shape, where the run's
     outputs go, the writer's buffer to catch up from, the collector's run and return settings."""
     env, col = p['franka_env_node'], p['trajectory_collector_node']

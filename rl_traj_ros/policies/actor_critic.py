@@ -21,8 +21,8 @@ MIN_STD, NORM_CLIP = 1e-4, 10.0   # PPO's running statistics: any spread counts,
 
 class ActorCritic(nn.Module):
     def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = POLICY.hidden,
-                 use_images: bool = POLICY.use_images,
-                 image_size: int = POLICY.image_size, init_log_std: float = -1.0, seed: int = POLICY.seed):
+                 use_images: bool = POLICY.use_images, image_size: int = POLICY.image_size,
+                 init_log_std: float = -1.0, seed: int = POLICY.seed):
         super().__init__()
         with seeded(seed):  # the same initial weights in every process, the global RNG untouched
             self.state_dim, self.action_dim, self.chunk, self.use_images = state_dim, action_dim, chunk, use_images

@@ -74,8 +74,7 @@ def mlp(inp: int, hidden: int, layers: int = 2) -> nn.Sequential:
 class SquashedGaussianActor(nn.Module):
     def __init__(self, state_dim: int, action_dim: int, chunk: int, hidden: int = SAC.hidden,
                  action_scale: Optional[Sequence[float]] = None, use_images: bool = SAC.use_images,
-                 seed: int = SAC.seed,
-                 image_encoder: str = SAC.image_encoder, cameras: int = 1):
+                 seed: int = SAC.seed, image_encoder: str = SAC.image_encoder, cameras: int = 1):
         super().__init__()
         with seeded(seed):  # the same initial weights in every process, the global RNG untouched
             self.state_dim, self.action_dim, self.chunk, self.use_images = state_dim, action_dim, chunk, use_images
