@@ -1,7 +1,7 @@
 """The policy side's protocol around ``PolicyWorker``, ROS-free: admit, answer, complete, resend.
 
-Per request: infer -> the action chunk back to the env and the PolicyPart; then the attached
-EnvPart of the previous chunk is completed. Only the policy publishes parts, so the trajectory
+Per request: the attached EnvPart of the previous chunk is completed; then infer -> the action
+chunk back to the env and the PolicyPart. Only the policy publishes parts, so the trajectory
 stream has one producer and one ordering boundary (spec §2). Parts stay in an ``Outbox`` until
 the collector acknowledges their keys (resent to a new collector). When a request may be
 answered (``max_version_lag``, the learner's presence, backpressure, a resent request) is
@@ -104,8 +104,10 @@ class PolicyServer:
         self.counters['waiting_for_weights'] = len(self.gate.waiting)
 
     def _answer(self, req) -> None:
-        self._infer(req)
+        """The previous chunk's EnvPart first (it may complete the step a learner waits for; in one
+        process its update then answers this request), then this chunk."""
         self._complete(req)
+        self._infer(req)
 
     def _infer(self, req) -> None:
         if not req.sources:
