@@ -134,8 +134,10 @@ def test_temporal_ensembling_and_refusals_in_process(tiny_act):
         prev = EnvPart(source(step - 1), EnvTransition.zeros(2, 4, 7)) if step else None
         return PolicyInput(source(step), obs, prev)
     base = {'policy': 'lerobot', 'checkpoint': str(checkpoint), 'chunk': 4, 'state_dim': 18}
-    plain, ens = make_policy_worker(base), make_policy_worker({**base, 'temporal_ensemble_coeff': 0.01})
+    plain, ens = make_policy_worker(base), make_policy_worker({**base, 'temporal_ensemble_coeff': 0.01,
+                                                                'torch_threads': 1})
     try:
+        assert ens.model.server.info['torch_threads'] == 1   # the node's torch_threads reach the LeRobot process
         p0, e0 = plain.infer(request(0))[0].actions, ens.infer(request(0))[0].actions
         assert torch.allclose(p0, e0, atol=1e-6)  # one prediction: nothing to average yet
         p1, e1 = plain.infer(request(1))[0].actions, ens.infer(request(1))[0].actions

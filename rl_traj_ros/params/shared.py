@@ -34,7 +34,8 @@ SHARED = {
                                   'rollouts\' frames, then frozen: features computed once per frame)'),
     'camera_names': Param(['front', 'wrist'], 'camera names, main camera first: the dataset\'s '
                                               'observation.images.<camera> keys (lerobot naming)'),
-    'torch_threads': Param(0, 'torch intra-op threads of this node (0: the cores less one, at least 1); torch\'s '
+    'torch_threads': Param(0, 'torch intra-op threads of this node (policy \'lerobot\': of its LeRobot process too; 0: '
+                              'the cores less one, at least 1); torch\'s '
                               'default, every core, spins its threads against the env and the other nodes on '
                               'the same cores', (0, 4096)),
     'collect_transitions': Param(False, 'keep curr_obs/next_obs (whole transitions) in the parts and trajectories'),

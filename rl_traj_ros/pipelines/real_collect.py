@@ -176,11 +176,16 @@ def checked(pipeline: str, build: Callable[[], dict]) -> Optional[dict]:
 
 
 def run_nodes(pipeline: str, cfg: dict, make_params: Callable, quiet: bool) -> tuple[Path, dict, dict]:
-    """A fresh run directory (printed, absolute), then the nodes until the env node is done."""
+    """A fresh run directory (printed, absolute), then the nodes until the env node is done; a
+    node that failed is named with its exit code (a negative one: the signal that ended it)."""
     run_dir = new_run_dir(cfg.get('log_dir', 'logs')).resolve()
     params, extra = make_params(cfg, run_dir)
     print(f'[{pipeline}] output: {run_dir}', flush=True)
-    return run_dir, params, sc.run_ros(params, 1, str(run_dir), extra_nodes=extra, quiet=quiet)
+    r = sc.run_ros(params, 1, str(run_dir), extra_nodes=extra, quiet=quiet)
+    if r['failed']:
+        codes = {n: r['exit_codes'][n] for n in r['failed']}
+        print(f"[{pipeline}] FAILED nodes (exit codes): {codes}; their logs: {run_dir / 'node_logs'}", flush=True)
+    return run_dir, params, r
 
 
 def main(args) -> int:

@@ -67,10 +67,14 @@ def pretrained_dir(checkpoint: str | Path) -> Path:
 
 
 def server_env() -> dict:
-    """The server's environment: no ROS or venv paths of this interpreter, nothing downloaded."""
+    """The server's environment: no ROS or venv paths of this interpreter, nothing downloaded, and
+    this node's torch threads (``torch_threads``, already set here): the inference runs there, and
+    torch's every-core default would spin against the env node on the same cores."""
+    import torch
     env = {k: v for k, v in os.environ.items()
            if k not in ('PYTHONPATH', 'PYTHONHOME', '_ROS_WHEELS_BOOTSTRAP_COMPLETE', 'VIRTUAL_ENV')}
-    return {**env, 'HF_HUB_OFFLINE': '1', 'WANDB_MODE': 'disabled', 'PYTHONUNBUFFERED': '1'}
+    return {**env, 'HF_HUB_OFFLINE': '1', 'WANDB_MODE': 'disabled', 'PYTHONUNBUFFERED': '1',
+            'OMP_NUM_THREADS': str(torch.get_num_threads())}
 
 
 class LeRobotServer:

@@ -70,6 +70,7 @@ class Server:
         feats = {k: list(v.shape) for k, v in self.cfg.input_features.items()}
         action = self.cfg.output_features['action'].shape
         return {'ok': True, 'type': self.cfg.type, 'input_features': feats, 'action_dim': int(action[0]),
+                'torch_threads': self.torch.get_num_threads(),
                 'chunk_size': int(getattr(self.cfg, 'chunk_size', getattr(self.cfg, 'horizon', self.steps))),
                 'n_action_steps': int(getattr(self.cfg, 'n_action_steps', 1)), 'ensemble': self.coeff}
 
