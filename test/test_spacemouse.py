@@ -65,15 +65,19 @@ def test_no_gripper_is_six_dimensional():
 
 
 def test_node_publishes_stamped_interventions_at_100_hz(rclpy_context):
-    with ros_process(['-m', 'rl_traj_ros.nodes.spacemouse_teleop_node', '--ros-args', '-p',
-                      f'replay_file:={FIXTURE}']):
-        node = rclpy.create_node('sm_listener', context=rclpy_context)
-        ex = SingleThreadedExecutor(context=rclpy_context)
-        ex.add_node(node)
-        got = []
-        node.create_subscription(M.Intervention, '/rl_traj/intervention', lambda m: got.append((time.monotonic(), m)),
-                                 TELEOP_QOS)
-        assert spin_until(ex, lambda: len(got) >= 150, 30)
+    # the listener first: the replay plays from the node's start, and a listener that joins later
+    # (discovery is slower on a loaded machine) misses its first reports
+    node = rclpy.create_node('sm_listener', context=rclpy_context)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    got = []
+    node.create_subscription(M.Intervention, '/rl_traj/intervention', lambda m: got.append((time.monotonic(), m)),
+                             TELEOP_QOS)
+    try:
+        with ros_process(['-m', 'rl_traj_ros.nodes.spacemouse_teleop_node', '--ros-args', '-p',
+                          f'replay_file:={FIXTURE}']):
+            assert spin_until(ex, lambda: len(got) >= 150, 30)
+    finally:
         ex.shutdown()
         node.destroy_node()
     span = got[-1][0] - got[50][0]
