@@ -28,7 +28,6 @@ import torch
 
 from ..params.defaults import LEARNER
 from ..data.trajectory import Trajectory, chunk_ends, chunk_starts
-from ..params.learner_node import LEARNER_NODE
 from ..params.shared import GAE_LAMBDA, GAMMA
 from ..policies.protocol import TrainablePolicy
 from .advantages import compute_gae, masked_normalize
@@ -121,26 +120,21 @@ def training_batch(traj: Trajectory, action_dim: int, gamma: float = GAMMA, gae_
     return {**flat, 'obs': obs}
 
 
-def _default(name: str):
-    """PPO's default of a learner_node parameter (params/learner_node.py: the one source)."""
-    return LEARNER_NODE[name].default_for('ppo')
-
-
 @dataclass
 class PPOConfig:
     """PPO's settings; defaults are the learner node's (``params/learner_node.py``)."""
 
-    clip_ratio: float = _default('clip_ratio')
-    value_clip: float = _default('value_clip')              # <= 0: unclipped value loss
-    entropy_coef: float = _default('entropy_coef')
-    value_coef: float = _default('value_coef')
-    epochs: int = _default('ppo_epochs')
-    minibatch_size: int = _default('minibatch_size')
-    max_grad_norm: float = _default('max_grad_norm')
-    target_kl: float = _default('target_kl')                # > 0: stop the epochs once approx KL exceeds 1.5x this
-    critic_warmup: int = _default('critic_warmup')          # the first N updates train the critic only
-    lr: float = _default('lr')
-    normalize_advantages: bool = _default('normalize_advantages')
+    clip_ratio: float = LEARNER.clip_ratio
+    value_clip: float = LEARNER.value_clip              # <= 0: unclipped value loss
+    entropy_coef: float = LEARNER.entropy_coef
+    value_coef: float = LEARNER.value_coef
+    epochs: int = LEARNER.ppo_epochs
+    minibatch_size: int = LEARNER.minibatch_size
+    max_grad_norm: float = LEARNER.max_grad_norm
+    target_kl: float = LEARNER.target_kl                # > 0: stop the epochs once approx KL exceeds 1.5x this
+    critic_warmup: int = LEARNER.critic_warmup          # the first N updates train the critic only
+    lr: float = LEARNER.lr
+    normalize_advantages: bool = LEARNER.normalize_advantages
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

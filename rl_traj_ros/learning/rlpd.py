@@ -21,33 +21,27 @@ import torch
 from torch.nn import functional as F
 
 from ..params.defaults import RLPD
-from ..params.learner_node import LEARNER_NODE
 from ..policies.sac import CriticEnsemble, SquashedGaussianActor
 from .transitions import TransitionBatch
-
-
-def rlpd_default(name: str):
-    """RLPD's default of a learner_node parameter (params/learner_node.py: the one source)."""
-    return LEARNER_NODE[name].default_for('rlpd')
 
 
 @dataclass
 class RLPDConfig:
     """RLPD's settings; defaults are the learner node's for ``algorithm: rlpd`` (``params/``)."""
 
-    batch_size: int = rlpd_default('batch_size')
-    gamma: float = rlpd_default('gamma')               # per control step
-    tau: float = rlpd_default('tau')
-    actor_lr: float = rlpd_default('lr')
-    critic_lr: float = rlpd_default('lr')
-    temperature_lr: float = rlpd_default('lr')
-    init_temperature: float = rlpd_default('init_temperature')
+    batch_size: int = RLPD.batch_size
+    gamma: float = RLPD.gamma               # per control step
+    tau: float = RLPD.tau
+    actor_lr: float = RLPD.lr
+    critic_lr: float = RLPD.lr
+    temperature_lr: float = RLPD.lr
+    init_temperature: float = RLPD.init_temperature
     target_entropy: Optional[float] = None   # None: -|A|/2, |A| = chunk x action_dim
-    num_critics: int = rlpd_default('num_critics')
-    critic_subsample: int = rlpd_default('critic_subsample')
-    critic_actor_ratio: int = rlpd_default('critic_actor_ratio')
-    backup_entropy: bool = rlpd_default('backup_entropy')
-    grad_clip: float = rlpd_default('max_grad_norm')
+    num_critics: int = RLPD.num_critics
+    critic_subsample: int = RLPD.critic_subsample
+    critic_actor_ratio: int = RLPD.critic_actor_ratio
+    backup_entropy: bool = RLPD.backup_entropy
+    grad_clip: float = RLPD.max_grad_norm
     image_pad: int = 4
 
 

@@ -37,23 +37,23 @@ from ..storage.replay_buffer import TrajectoryReplayBuffer
 from ..storage.sampler import PrioritizedSampler
 from .encoder_pretrain import PretrainResult, pretrain_keypoints
 from .base import SUCCESS_REWARD, Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
-from .rlpd import RLPDUpdater, rlpd_default
+from .rlpd import RLPDUpdater
 from .transitions import check_rows, to_transitions
 
 
 @dataclass
 class RLPDLearnerConfig:
-    utd_ratio: float = rlpd_default('utd_ratio')            # critic steps per new online control step, at most
-    online_ratio: float = rlpd_default('online_ratio')      # of each batch; the rest from the demonstrations
-    min_online_steps: int = rlpd_default('min_online_steps')  # online control steps before the first step
-    publish_every: int = rlpd_default('publish_every')      # gradient steps between weight versions
-    publish_period_s: float = rlpd_default('publish_period_s')  # > 0: also publish after this long
-    online_window: int = rlpd_default('online_window')      # online buffer: the newest N trajectories (0 = all)
-    normalize_states: bool = rlpd_default('normalize_states')
-    prioritized_replay: bool = rlpd_default('prioritized_replay')  # online half by |TD error|
-    priority_alpha: float = rlpd_default('priority_alpha')
-    priority_beta: float = rlpd_default('priority_beta')
-    encoder_pretrain_epochs: int = rlpd_default('encoder_pretrain_epochs')   # image_encoder 'keypoints'
+    utd_ratio: float = RLPD.utd_ratio            # critic steps per new online control step, at most
+    online_ratio: float = RLPD.online_ratio      # of each batch; the rest from the demonstrations
+    min_online_steps: int = RLPD.min_online_steps  # online control steps before the first step
+    publish_every: int = RLPD.publish_every      # gradient steps between weight versions
+    publish_period_s: float = RLPD.publish_period_s  # > 0: also publish after this long
+    online_window: int = RLPD.online_window      # online buffer: the newest N trajectories (0 = all)
+    normalize_states: bool = RLPD.normalize_states
+    prioritized_replay: bool = RLPD.prioritized_replay  # online half by |TD error|
+    priority_alpha: float = RLPD.priority_alpha
+    priority_beta: float = RLPD.priority_beta
+    encoder_pretrain_epochs: int = RLPD.encoder_pretrain_epochs   # image_encoder 'keypoints'
     success_reward: float = SUCCESS_REWARD
     run_id: str = RLPD.run_id
 

@@ -20,7 +20,7 @@ import yaml
 
 from ..data.identity import new_run_id
 from ..params.paths import config_path
-from ..params.shared import SHARED
+from ..params.defaults import ENV, RLPD, SAC
 from . import real_collect as rc
 
 DEFAULT_CONFIG = config_path('real_train.yaml')
@@ -56,10 +56,10 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
     params['franka_env_node'].update(teleop_only=False, require_teleop=True, target_successes=0,
                                      num_steps=int(cfg.get('num_steps', 0)))  # steps of chunks_per_epoch (10) chunks
     lc = dict(cfg.get('learner') or {})
-    shared = {'gamma': float(lc.pop('gamma', SHARED['gamma'].default_for('rlpd'))),
+    shared = {'gamma': float(lc.pop('gamma', RLPD.gamma)),
               'sac_action_scale': [1.0] * action_dim}
     lag = int(cfg.get('max_version_lag', -1))
-    params['policy_node'].update(policy='sac', hidden=int(lc.get('hidden', SHARED['hidden'].default_for('sac'))),
+    params['policy_node'].update(policy='sac', hidden=int(lc.get('hidden', SAC.hidden)),
                                  collect_transitions=True,
                                  max_version_lag=lag if lag >= 0 else WAIT_FOR_FIRST_WEIGHTS,
                                  sac_action_scale=shared['sac_action_scale'])
@@ -68,7 +68,7 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
                                                run_id=new_run_id(f'{Path(run_dir).name}-'))
     pixels = cfg.get('observation', 'pixels') == 'pixels'
     vision = {'use_images': pixels, 'image_encoder': str(cfg.get('image_encoder', 'keypoints')),
-              'camera_names': list(cfg.get('cameras') or {}) or SHARED['camera_names'].default}
+              'camera_names': list(cfg.get('cameras') or {}) or ENV.camera_names}
     params['franka_env_node'].update(observation='pixels' if pixels else 'state')
     params['policy_node'].update(vision)
     learner = {'algorithm': 'rlpd', 'demos_dir': str(Path(cfg['demos_dir']).resolve()), 'state_dim': 21,
