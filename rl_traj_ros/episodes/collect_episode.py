@@ -303,18 +303,13 @@ def collect_episode_kwargs(params: dict) -> dict[str, Any]:
 
 
 def env_attr(env: Any, name: str) -> Any:
-    """An attribute of the env or of what it wraps (gymnasium wrappers no longer forward them),
-    also through a wrapper around an env that is not a ``gymnasium.Env`` (CollectEpisode over a BatchedEnv)."""
-    while env is not None:
-        if isinstance(env, gym.Env):
-            try:
-                return env.get_wrapper_attr(name)
-            except AttributeError:
-                pass
-        elif getattr(env, name, None) is not None:
-            return getattr(env, name)
-        env = env.env if isinstance(env, gym.Wrapper) else None
-    return None
+    """An attribute of the env or of what it wraps (gymnasium wrappers no longer forward them)."""
+    if isinstance(env, gym.Env):
+        try:
+            return env.get_wrapper_attr(name)
+        except AttributeError:
+            return None
+    return getattr(env, name, None)
 
 
 def _to_np(x: Any) -> Any:
