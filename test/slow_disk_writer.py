@@ -14,9 +14,9 @@ DELAY_S = float(os.environ.get('SLOW_DISK_S', '1.5'))
 
 
 class SlowDisk(TrajectoryFiles):
-    def save(self, seq, data):
+    def put(self, seq, data):
         time.sleep(DELAY_S)
-        super().save(seq, data)
+        super().put(seq, data)
 
 
 if __name__ == '__main__':

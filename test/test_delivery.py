@@ -331,9 +331,9 @@ def test_a_redelivery_before_the_first_copy_is_durable_is_not_acknowledged_early
     gate = threading.Event()
 
     class SlowDisk(files.TrajectoryFiles):  # nothing reaches the disk until the gate opens
-        def save(self, seq, data):
+        def put(self, seq, data):
             gate.wait(10)
-            super().save(seq, data)
+            super().put(seq, data)
     buf = TrajectoryReplayBuffer(storage=SlowDisk(tmp_path))
     sink = ExactlyOnceSink(buf)
     col = TrajectoryCollector(plan('rollout', sources=[(0, 0)]), 'r')

@@ -13,7 +13,9 @@ import torch
 from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 from rl_traj_ros.storage import replay_buffer as rb
+from rl_traj_ros.storage import files as files_module
 from rl_traj_ros.storage import index as index_module
+from rl_traj_ros.storage.backends import MemoryStorage
 from rl_traj_ros.storage.cache import TrajectoryCache
 from rl_traj_ros.storage.files import BufferFileError, TrajectoryFiles
 from rl_traj_ros.storage.layout import flatten_trajectory
@@ -157,8 +159,8 @@ def test_cache_eviction_order_and_one_read_per_call(tmp_path, monkeypatch):
     buf.flush()
     assert buf._cache.ids() == [3, 4]
     reads = []
-    orig = rb.load_trajectory
-    monkeypatch.setattr(rb, 'load_trajectory', lambda *a, **k: reads.append(a[0].name) or orig(*a, **k))
+    orig = files_module.load_trajectory
+    monkeypatch.setattr(files_module, 'load_trajectory', lambda *a, **k: reads.append(a[0].name) or orig(*a, **k))
     out = buf.sample(300)
     assert sorted(reads) == [f'trajectory_0000000{i}.pt' for i in range(3)]  # each uncached file once
     assert set((out['gid'] // 10000).tolist()) == set(range(5))  # cached and uncached trajectories drawn
@@ -185,11 +187,11 @@ def test_queued_writes_share_the_cache_copy_and_survive_eviction(tmp_path, monke
     gate = threading.Event()
 
     class GatedDisk(TrajectoryFiles):  # a disk that writes nothing until the gate opens
-        def save(self, seq, data):
+        def put(self, seq, data):
             gate.wait(10)
-            super().save(seq, data)
-    buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=0, storage=GatedDisk(tmp_path, fmt),
-                                 max_pending_writes=8, max_open_files=0)
+            super().put(seq, data)
+    buf = TrajectoryReplayBuffer(cache_size=2, sample_window_size=0, storage=GatedDisk(tmp_path, fmt, max_open_files=0),
+                                 max_pending_writes=8)
     inputs = [traj(i) for i in range(6)]
     buf.add_trajectories(inputs)
     for t in inputs:  # the caller reuses its tensors: the buffer must not alias them
@@ -318,7 +320,7 @@ def test_disk_errors_are_retried_at_the_file_and_at_the_index(tmp_path, monkeypa
         return call
 
     class FlakyDisk(TrajectoryFiles):
-        save = flaky(TrajectoryFiles.save)
+        put = flaky(TrajectoryFiles.put)
     if failing == 'save_trajectory':  # the file: through the buffer's storage part
         storage = FlakyDisk(tmp_path)
     else:  # the index or metadata file after it
@@ -416,3 +418,36 @@ def test_prioritized_sampler_draws_by_priority_and_follows_rows_as_the_window_mo
     buf.sample(8)
     assert sorted(sampler.priorities) == [2, 3, 4]  # the window's trajectories only
     buf.close()
+
+
+def test_storage_is_a_part_the_buffer_composes(tmp_path, monkeypatch):
+    """Memory or files behind one protocol (put/get/drop/clear): the same rows come back from
+    either; the files' LRU keeps at most ``max_open_files`` maps open and re-reads an evicted one."""
+    mem = MemoryStorage()
+    a = TrajectoryReplayBuffer(seed=4, cache_size=1, sample_window_size=3, storage=mem)
+    files = TrajectoryFiles(tmp_path / 'f', max_open_files=2)
+    b = TrajectoryReplayBuffer(seed=4, cache_size=1, sample_window_size=3, storage=files)
+    assert not a.auto_save and b.auto_save and b.auto_save_path == tmp_path / 'f'
+    for buf in (a, b):
+        buf.add_trajectories([traj(i) for i in range(5)])
+        buf.flush()
+    assert len(mem) == 3                                    # the window only: 0 and 1 were dropped
+    with pytest.raises(KeyError, match='trajectory 0 is not in this memory storage'):
+        mem.get(0)
+    sa, sb = a.sample(400), b.sample(400)
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)       # same seed, same rows from either backend
+    _row_matches(sa)
+    assert {g // 10000 for g in sa['gid'].tolist()} == {2, 3, 4}
+    assert files.open_files == 2                            # 2 and 3 read from disk (4 is cached), both kept
+    reads = []
+    orig = files_module.load_trajectory
+    monkeypatch.setattr(files_module, 'load_trajectory', lambda *x, **k: reads.append(x[0].name) or orig(*x, **k))
+    b.sample(400)
+    assert reads == []                                      # served from the open maps
+    files.drop(2)
+    b.sample(400)
+    assert reads == ['trajectory_00000002.pt'] and files.open_files == 2
+    with pytest.raises(ValueError, match='max_open_files must be >= 0'):
+        TrajectoryFiles(tmp_path / 'g', max_open_files=-1)
+    a.close(), b.close()
+    assert files.open_files == 0

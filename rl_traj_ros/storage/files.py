@@ -17,6 +17,7 @@ import os
 import pickle
 import shutil
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -168,25 +169,55 @@ def load_trajectory(path: Path, fmt: str, mmap: bool = True) -> dict[str, torch.
 
 
 class TrajectoryFiles:
-    """Durable storage of a replay buffer: one file per trajectory, named by its ``seq``.
+    """Durable storage of a replay buffer (``storage.backends.Storage``): one file per
+    trajectory, named by its ``seq``; the newest ``max_open_files`` memory-mapped ``pt`` files
+    stay open between reads (an LRU), so sampling reads only the pages of the rows it takes.
 
     What a buffer's ``storage=`` argument takes; a subclass can add what a deployment needs
     (another file system layout, or a test's slow disk) without touching the buffer."""
 
-    def __init__(self, directory: str | Path, fmt: str = 'pt'):
+    durable = True
+
+    def __init__(self, directory: str | Path, fmt: str = 'pt', max_open_files: int = 256):
         if fmt not in FORMATS:
             raise ValueError(f'trajectory_format must be one of {FORMATS}, got {fmt!r}')
-        self.directory, self.format = Path(directory), fmt
+        if max_open_files < 0:
+            raise ValueError(f'max_open_files must be >= 0, got {max_open_files}')
+        self.directory, self.format, self.max_open_files = Path(directory), fmt, max_open_files
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._open: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()  # seq -> mapped file (LRU)
 
     def path(self, seq: int) -> Path:
         return self.directory / trajectory_filename(seq, self.format)
 
-    def save(self, seq: int, data: dict[str, torch.Tensor]) -> None:
+    def put(self, seq: int, data: dict[str, torch.Tensor]) -> None:
+        """Write ``seq``'s file atomically and durably (returns once it is on disk)."""
         save_trajectory(self.path(seq), data, self.format)
 
-    def load(self, seq: int, mmap: bool = True) -> dict[str, torch.Tensor]:
-        return load_trajectory(self.path(seq), self.format, mmap=mmap)
+    def get(self, seq: int) -> dict[str, torch.Tensor]:
+        """``seq``'s tensors, memory-mapped (``pt``) through the LRU of open files."""
+        data = self._open.get(seq)
+        if data is not None:
+            self._open.move_to_end(seq)
+            return data
+        data = load_trajectory(self.path(seq), self.format)
+        if self.format == 'pt' and self.max_open_files > 0:
+            self._open[seq] = data
+            while len(self._open) > self.max_open_files:
+                self._open.popitem(last=False)
+        return data
+
+    def drop(self, seq: int) -> None:
+        """The buffer no longer samples ``seq``: close its map (the file stays)."""
+        self._open.pop(seq, None)
+
+    def clear(self) -> None:
+        """Close every map (the files stay)."""
+        self._open.clear()
+
+    @property
+    def open_files(self) -> int:
+        return len(self._open)
 
     def seqs_on_disk(self) -> list[int]:
         """Sequence numbers of the trajectory files present (indexed or not)."""

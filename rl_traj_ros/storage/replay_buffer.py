@@ -1,7 +1,7 @@
 """TrajectoryReplayBuffer: whole [T, B, ...] trajectories on disk, sampled per row (spec §6).
 
-Composed like torchrl's buffers: ``storage`` (``files.TrajectoryFiles``, one durable file per
-trajectory), an index (``index.py``: ``trajectory_index.json`` + ``metadata.json``), a FIFO cache
+Composed like torchrl's buffers: a ``storage`` (``backends.Storage``: ``files.TrajectoryFiles``,
+one durable file per trajectory with an LRU of open memory maps, or ``backends.MemoryStorage``), an index (``index.py``: ``trajectory_index.json`` + ``metadata.json``), a FIFO cache
 of the newest flattened trajectories (``cache.py``), one writer thread with a bounded queue
 (``background.py``) and a ``sampler`` (``sampler.py``, uniform over the window by default) whose
 rows the buffer gathers (``get``). Trajectories stay whole (many episodes each), time-major (``layout.py``).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import uuid as uuidlib
-from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -25,6 +24,7 @@ from ..params.defaults import WRITER
 from ..data.identity import TrajectoryId
 from ..data.schema import TrajectoryKey
 from ..data.trajectory import Trajectory
+from .backends import MemoryStorage, Storage
 from .background import BackgroundWriter, QueueFull
 from .cache import TrajectoryCache
 from .files import (FORMATS, BufferFileError, TrajectoryFiles, copy_file_durably, load_trajectory, plain_copy,
@@ -47,11 +47,13 @@ class TrajectoryReplayBuffer:
     ``sample_window_size``: sample from the last N trajectories (0 = all). Without
     ``auto_save`` nothing goes to disk and only the window is kept in memory.
     ``max_pending_writes``: trajectories queued for the writer before ``add`` blocks.
-    ``max_open_files``: memory-mapped trajectory files kept open between ``sample`` calls.
+    ``max_open_files``: memory-mapped trajectory files kept open between ``sample`` calls (by
+    the ``TrajectoryFiles`` the buffer makes).
     ``on_durable(seq)`` runs on the writer thread once a trajectory's file and index are on disk
     (what a node acknowledges). ``sampler``: which rows ``sample`` takes (``UniformSampler``
-    over the window by default). ``storage``: where files go (``TrajectoryFiles`` of
-    ``auto_save_path`` by default; passing one implies ``auto_save``). Each trajectory gets a
+    over the window by default). ``storage``: where the data go (``TrajectoryFiles`` of
+    ``auto_save_path`` with ``auto_save``, else a ``MemoryStorage``; a durable one passed in
+    implies ``auto_save``). Each trajectory gets a
     sequence number ``seq`` in this buffer (its file name); what it *is* is its identity.
     """
 
@@ -60,9 +62,11 @@ class TrajectoryReplayBuffer:
                  auto_save_path: Optional[str] = None, trajectory_format: str = WRITER.trajectory_format,
                  max_pending_writes: int = WRITER.max_pending_writes, max_open_files: int = 256,
                  on_durable: Optional[Callable[[int], None]] = None, sampler: Optional[Sampler] = None,
-                 storage: Optional[TrajectoryFiles] = None):
+                 storage: Optional[Storage] = None):
         if storage is not None:
-            auto_save, auto_save_path, trajectory_format = True, str(storage.directory), storage.format
+            auto_save = storage.durable
+            if auto_save:
+                auto_save_path, trajectory_format = str(storage.directory), storage.format
         if trajectory_format not in FORMATS:
             raise ValueError(f'trajectory_format must be one of {FORMATS}, got {trajectory_format!r}')
         if sample_window_size < 0 or cache_size < 0:
@@ -72,19 +76,17 @@ class TrajectoryReplayBuffer:
         self.seed, self.enable_cache, self.cache_size, self.sample_window_size = seed, enable_cache, cache_size, \
             sample_window_size
         self.auto_save, self.auto_save_path = auto_save, Path(auto_save_path) if auto_save_path else None
-        self.trajectory_format, self.max_open_files, self.on_durable = trajectory_format, max_open_files, on_durable
+        self.trajectory_format, self.on_durable = trajectory_format, on_durable
         self.sampler: Sampler = sampler if sampler is not None else UniformSampler(seed)
         self._lock = threading.RLock()
         self._entries: list[TrajectoryEntry] = []          # insertion order
-        self._memory: dict[int, dict] = {}                   # no auto_save: the kept trajectories
         self._pending: dict[int, dict] = {}                  # queued for the writer, not yet durable
-        self._in_arena: set[int] = set()                     # ids whose _pending/_memory data are cache views
+        self._in_arena: set[int] = set()                     # seqs whose pending/stored data are cache views
         self._cache = TrajectoryCache(cache_size if enable_cache else 0)
-        self._open: OrderedDict[int, dict] = OrderedDict()   # mmap handles (LRU)
         self._counter, self._total_samples, self._closed = 0, 0, False
         self._writer: Optional[BackgroundWriter] = None
-        self.storage = storage if storage is not None else (
-            TrajectoryFiles(self.auto_save_path, trajectory_format) if auto_save else None)
+        self.storage: Storage = storage if storage is not None else (
+            TrajectoryFiles(self.auto_save_path, trajectory_format, max_open_files) if auto_save else MemoryStorage())
         if auto_save:
             self._adopt_existing()
             # one writer thread; disk errors (full, I/O) are retried, so nothing queued is lost
@@ -149,7 +151,7 @@ class TrajectoryReplayBuffer:
                 if self.auto_save:
                     self._pending[seq] = flat
                 else:
-                    self._memory[seq] = flat
+                    self.storage.put(seq, flat)
                     self._trim_memory()
             if self._writer is not None:
                 self._writer.submit(seq)
@@ -160,7 +162,8 @@ class TrajectoryReplayBuffer:
         """Without auto_save only the sampling window can ever be sampled: keep just that."""
         if self.sample_window_size and len(self._entries) > self.sample_window_size:
             for e in self._entries[:-self.sample_window_size]:
-                self._memory.pop(e.seq, None)
+                self.storage.drop(e.seq)
+                self._in_arena.discard(e.seq)
                 self._total_samples -= e.num_samples
             self._entries = self._entries[-self.sample_window_size:]
 
@@ -168,9 +171,11 @@ class TrajectoryReplayBuffer:
         """The cache is about to reuse ``seq``'s slot: data still owned elsewhere gets a copy."""
         if seq in self._in_arena:
             self._in_arena.discard(seq)
-            for owned in (self._pending, self._memory):
-                if seq in owned:
-                    owned[seq] = {k: v.clone() for k, v in views.items()}
+            copy = {k: v.clone() for k, v in views.items()}
+            if seq in self._pending:
+                self._pending[seq] = copy
+            elif not self.auto_save:
+                self.storage.put(seq, copy)
 
     def _write_one(self, seq: int) -> None:
         """File, then index. Re-run as a whole when a disk error is retried: a file already
@@ -181,7 +186,7 @@ class TrajectoryReplayBuffer:
                 self._in_arena.discard(seq)
                 flat = self._pending[seq] = {k: plain_copy(v) for k, v in flat.items()}
         if flat is not None:
-            self.storage.save(seq, flat)
+            self.storage.put(seq, flat)
         with self._lock:
             self._pending.pop(seq, None)
             durable = [e for e in self._entries if e.seq not in self._pending]
@@ -269,20 +274,10 @@ class TrajectoryReplayBuffer:
         return out
 
     def _fetch(self, e: TrajectoryEntry) -> dict:
-        seq = e.seq
-        for source in (self._cache.get(seq), self._pending.get(seq), self._memory.get(seq), self._open.get(seq)):
+        for source in (self._cache.get(e.seq), self._pending.get(e.seq)):
             if source is not None:
-                if seq in self._open:
-                    self._open.move_to_end(seq)
                 return source
-        if e.directory is None:
-            raise RuntimeError(f'trajectory {seq} is neither in memory nor on disk')
-        data = load_trajectory(e.directory / trajectory_filename(seq, self.trajectory_format), self.trajectory_format)
-        if self.trajectory_format == 'pt' and self.max_open_files > 0:
-            self._open[seq] = data
-            while len(self._open) > self.max_open_files:
-                self._open.popitem(last=False)
-        return data
+        return self.storage.get(e.seq)
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, save_path: str) -> None:
@@ -304,7 +299,7 @@ class TrajectoryReplayBuffer:
                 if src.resolve() != (dest / name).resolve():
                     copy_file_durably(src, dest / name)
             else:
-                save_trajectory(dest / name, self._memory[e.seq], self.trajectory_format)
+                save_trajectory(dest / name, self.storage.get(e.seq), self.trajectory_format)
         self._write_index(dest, entries, counter)
 
     def load_checkpoint(self, load_path: str, is_distributed: bool = False, local_rank: int = 0,
@@ -343,14 +338,13 @@ class TrajectoryReplayBuffer:
             self._total_samples = sum(e.num_samples for e in entries)
             self._counter = max(self._counter, int(meta['trajectory_counter']))
             self._cache.clear()
-            self._open.clear()
-            self._memory.clear()
+            self.storage.clear()
             self._in_arena.clear()
             if not self.auto_save:
                 for e in entries:
-                    self._memory[e.seq] = {k: v.clone() for k, v in load_trajectory(
+                    self.storage.put(e.seq, {k: v.clone() for k, v in load_trajectory(
                         src / trajectory_filename(e.seq, self.trajectory_format), self.trajectory_format,
-                        mmap=False).items()}
+                        mmap=False).items()})
                     e.directory = None
             counter = self._counter
         if adopt:  # the index lists the adopted files only once they are all on disk
@@ -387,7 +381,7 @@ class TrajectoryReplayBuffer:
             self._closed = True
             if self._writer is not None:
                 self._writer.close()
-            self._open.clear()
+            self.storage.clear()
             self._cache.clear()
 
     def __enter__(self) -> 'TrajectoryReplayBuffer':
