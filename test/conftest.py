@@ -16,6 +16,11 @@ _worker = os.environ.get('PYTEST_XDIST_WORKER', 'gw0')
 os.environ['ROS_DOMAIN_ID'] = str(int(os.environ['RL_TRAJ_ROS_TEST_DOMAIN']) + int(_worker[2:] or 0))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 os.environ.setdefault('MUJOCO_GL', 'egl')
+# torch in a test process (and the CLIs it starts) gets its share of the cores: an OpenMP team of
+# every core in each of two workers spins against the other's (test_rlpd.py + test_ppo.py beside a
+# busy core: 41 s with 2 threads each, 21 s with 1). Nodes set their own (`torch_threads`).
+_workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1'))
+os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // _workers)))
 
 
 @pytest.fixture

@@ -130,3 +130,5 @@ def test_joint_positions_come_from_the_env_state_names_through_the_recorder(tmp_
     recorded = CollectEpisode(batched, str(tmp_path), rank=0, num_envs=1, export_format='pickle')
     assert joint_positions(batched) == joint_positions(recorded) == list(range(13, 20))
     assert [STATE_NAMES[i] for i in joint_positions(recorded)] == [f'fr3_joint{i}.pos' for i in range(1, 8)]
+    from rl_traj_ros.episodes.collect_episode import env_attr
+    assert env_attr(recorded, 'num_envs') == 1 and env_attr(recorded, 'no_such_attribute') is None

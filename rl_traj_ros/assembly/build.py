@@ -212,11 +212,8 @@ def make_env(p: dict, frames=None):
 
 def joint_positions(env) -> list[int]:
     """Where the arm's joint positions are in the env's states (its ``state_names``: ``*joint<i>.pos``)."""
-    names = None
-    while env is not None and not names:   # through the wrappers (CollectEpisode delegates to its env)
-        names = vars(env).get('state_names') or getattr(type(env), 'state_names', None)
-        env = vars(env).get('env')
-    names = names or []
+    from ..episodes.collect_episode import env_attr
+    names = env_attr(env, 'state_names') or []
     return [i for i, n in enumerate(names) if n.split('.')[0].rstrip('1234567').endswith('joint') and n.endswith('.pos')]
 
 

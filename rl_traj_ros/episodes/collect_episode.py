@@ -136,6 +136,14 @@ class CollectEpisode(gym.Wrapper):
         self._intervened: Optional[np.ndarray] = None
         self._install_exit_hooks()
 
+    def get_wrapper_attr(self, name: str) -> Any:
+        """Also through an env that is not a ``gymnasium.Env`` (a BatchedEnv wrapped by
+        delegation has no ``get_wrapper_attr`` of its own), so ``env_attr`` reads through this
+        recorder whatever it wraps."""
+        if isinstance(self.env, gym.Env) or hasattr(self, name):
+            return super().get_wrapper_attr(name)
+        return getattr(self.env, name)
+
     def mark_interventions(self, flags: Any) -> None:
         """Which envs execute the operator's action in the next step (the rollout worker applies
         interventions outside the env); recorded per frame as complementary_info.is_intervention."""
