@@ -84,3 +84,47 @@ def test_the_scan_finds_a_literal_default(tmp_path):
                      '0.9)\n\n\n@dataclass\nclass C:\n    hidden: int = 64\n')
     hits = literal_defaults(probe, declared(), rel='envs/probe.py')
     assert [h.split(' ', 1)[1] for h in hits] == ['f(num_envs=3)', ".get('gamma', 0.9)", 'C.hidden = 64']
+
+
+# -- a parameter's route: CLI -> its node -> the assembly -> where it is used, at most 4 files ----
+NODE_SPECS = {'franka_env_node': 'env_node.ENV_NODE', 'policy_node': 'policy_node.POLICY_NODE',
+              'learner_node': 'learner_node.LEARNER_NODE', 'trajectory_collector_node': 'collector_node.COLLECTOR_NODE',
+              'replay_buffer_writer_node': 'writer_node.WRITER_NODE', 'gello_teleop_node': 'teleop_nodes.GELLO_NODE',
+              'spacemouse_teleop_node': 'teleop_nodes.SPACEMOUSE_NODE'}
+# the readers that take a node's parameters as a whole in the layer that uses them (each called
+# from the node or the assembly): the third file of a route, the use being the third or fourth
+READERS = ('rollout/workers.py',            # RolloutConfig: the env node's rollout fields
+           'envs/sim_franka.py',            # sim_env_from_params: the sim env and its state ids
+           'ros/images.py',                 # CameraSubscriber.from_params: the camera topics
+           'episodes/collect_episode.py',   # collect_episode_kwargs: the recorder
+           'learning/loop.py')              # RunFiles: the learner's metrics and checkpoints
+
+
+def named(name: str, text: str) -> bool:
+    """Read by name: a key, an attribute, a field or a keyword argument."""
+    import re
+    return re.search(rf"'{name}'|\.{name}\b|^\s*{name}\s*:|\b{name}=", text, re.M) is not None
+
+
+def test_every_parameter_is_read_by_its_node_the_assembly_or_one_named_reader():
+    """A newcomer follows any parameter from the command line to its use through at most 4 files:
+    the node that declares it, ``assembly/build.py``, one of the READERS, the code that uses it.
+    Fails when a parameter is read only deeper (a route this test does not know)."""
+    build = (PKG / 'assembly' / 'build.py').read_text()
+    readers = {r: (PKG / r).read_text() for r in READERS}
+    deep = []
+    for node, spec in NODE_SPECS.items():
+        module, attr = spec.split('.')
+        names = getattr(importlib.import_module(f'rl_traj_ros.params.{module}'), attr)
+        src = (PKG / 'nodes' / f'{node}.py').read_text()
+        for n in names:
+            if named(n, src) or named(n, build):
+                continue
+            # read by a reader that the node or the assembly imports (the module or its package)
+            reached = [r for r, text in readers.items() if named(n, text) and any(
+                f'..{m} import' in src or f'..{m} import' in build
+                for m in (r[:-3].replace('/', '.'), r.split('/')[0]))]
+            if not reached:
+                deep.append(f'{node}.{n}')
+    assert not deep, 'parameters read past the assembly and its readers:\n' + '\n'.join(deep)
+    assert named('gamma', "RLPDConfig(gamma=p['gamma'])") and not named('gamma', 'gamma_x = 1')
