@@ -208,6 +208,44 @@ def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path
     assert not learner().load_checkpoint(tmp_path / 'none')
 
 
+def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_return(tmp_path):
+    """normalize_rewards (SB3's VecNormalize norm_reward): ret = ret * gamma + r per env row,
+    reset after a done; rewards of the update are r / std(all returns so far), the std goes into
+    the checkpoint, and the episode figures stay in the env's units."""
+    from dataclasses import replace as dc_replace
+    from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
+
+    def learner(normalize):
+        return PPOLearner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),
+                          PPOLearnerConfig(rows_per_step=2, action_dim=7, gamma=0.9, normalize_rewards=normalize),
+                          seed=0)
+    t0, t1 = _step_trajectory(0, 1), _step_trajectory(1, 2)
+    d = torch.zeros(5, 2, 4, dtype=torch.bool)
+    d[2, 0, 3] = True                     # env row 0: an episode ends with chunk 1
+    t0 = dc_replace(t0, dones=d)
+    by_hand = []
+    for t in (t0, t1):
+        r, ends = t.rewards.double().sum(-1), t.dones[1:].any(-1)   # per chunk [T, B]; chunk t ends at t+1
+        ret = torch.zeros(2, dtype=torch.float64)
+        for i in range(4):
+            ret = ret * 0.9 + r[i]
+            by_hand.append(ret.clone())
+            ret = ret * ~ends[i]
+    on = learner(True)
+    up0, up1 = on.offer(t0), on.offer(t1)
+    assert up0.metrics['reward_scale'] == pytest.approx(torch.cat(by_hand[:4]).std(unbiased=False).item(), rel=1e-5)
+    assert up1.metrics['reward_scale'] == pytest.approx(torch.cat(by_hand).std(unbiased=False).item(), rel=1e-5)
+    off = learner(False)
+    off_up = off.offer(t0)
+    assert 'reward_scale' not in off_up.metrics
+    assert off_up.metrics['reward_per_step'] == up0.metrics['reward_per_step']   # figures in the env's units
+    assert not torch.equal(up0.state_dict['value.weight'], off_up.state_dict['value.weight'])
+    on.save_checkpoint(tmp_path)
+    back = learner(True)
+    assert back.load_checkpoint(tmp_path) and torch.equal(back.return_stats.var, on.return_stats.var)
+    assert back.return_stats.count.item() == 16
+
+
 def test_learner_drops_rows_older_than_the_version_lag_and_trains_reinforce_pp():
     from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
     old = PPOLearner(ActorCritic(21, 7, 4, hidden=16, seed=0), PPOConfig(epochs=1, minibatch_size=4),

@@ -109,7 +109,7 @@ def make_learner(params: dict, all_reduce: Optional[Callable[[list], None]] = No
                     lr=p['lr'], normalize_advantages=p['normalize_advantages'])
     cfg = PPOLearnerConfig(rows // ranks, p['action_dim'], p['gamma'], p['gae_lambda'], p['advantage'], p['auto_reset'],
                            p['max_version_lag'], p['num_epochs'] * p['chunks_per_epoch'], rank if ranks > 1 else -1,
-                           p['run_id'])
+                           p['run_id'], p['normalize_rewards'])
     return PPOLearner(model, ppo, cfg, all_reduce=all_reduce, seed=p['seed'])
 
 

@@ -19,7 +19,7 @@ collector routed to that actor rank and ``all_reduce`` averages gradients across
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -27,12 +27,14 @@ import torch
 
 from ..params.defaults import LEARNER
 from ..data.identity import TrajectoryId
-from ..data.trajectory import Trajectory
+from ..data.trajectory import Trajectory, chunk_ends
 from ..params.learner_node import LEARNER_NODE
-from .base import CHECKPOINT, Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
+from ..policies.normalize import StateNormalizer
+from .base import Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
 from .ppo import PPOConfig, PPOUpdater, behavior_clone, training_batch
 
 WARM_START = 'warm_start.json'
+REWARD_CLIP = 10.0   # normalized rewards are clipped like VecNormalize's (clip_reward 10)
 
 
 @dataclass
@@ -47,6 +49,7 @@ class PPOLearnerConfig:
     chunks_per_step: int = 0     # chunks per env row and step (0: whatever the first trajectory holds)
     only_rank: int = -1          # >= 0: only pipeline rows routed to this actor rank (-1: every rank's)
     run_id: str = LEARNER.run_id             # non-empty: only this run's trajectories
+    normalize_rewards: bool = LEARNER.normalize_rewards
 
 
 class PPOLearner:
@@ -61,6 +64,8 @@ class PPOLearner:
         self.counters = {'trajectories': 0, 'duplicates': 0, 'updates': 0, 'stale_rows_dropped': 0,
                          'not_ours': 0}
         self._t_last = time.monotonic()
+        # running moments of the discounted return (normalize_rewards); saved with the checkpoint
+        self.return_stats = StateNormalizer(1, min_std=1e-4, clip=float('inf'))
 
     def ours(self, ident: TrajectoryId) -> bool:
         """Whether a trajectory of this identity is this learner's (its run, its actor rank)."""
@@ -106,6 +111,11 @@ class PPOLearner:
         cfg = self.cfg
         trajs = sorted(trajs, key=lambda t: (t.identity.epoch_id, t.identity.micro_batch, t.identity.rows)
                        if t.identity is not None else (0, 0, ()))
+        scale = self._reward_scale(trajs) if cfg.normalize_rewards else None
+        if scale is not None:
+            trajs_in = trajs
+            trajs = [replace(t, rewards=(t.rewards.to(torch.float32) / scale).clamp(-REWARD_CLIP, REWARD_CLIP))
+                     if t.advantages is None else t for t in trajs]
         batches = [training_batch(t, cfg.action_dim, cfg.gamma, cfg.gae_lambda, cfg.advantage, cfg.auto_reset)
                    for t in trajs]
         batch = {k: torch.cat([b[k] for b in batches]) for k in batches[0] if k != 'obs'}
@@ -122,6 +132,8 @@ class PPOLearner:
         self.version += 1
         self._trained.add(step)
         self.counters['updates'] += 1
+        if scale is not None:
+            metrics['reward_scale'], trajs = scale, trajs_in   # episode figures in the env's units
         metrics.update(self._rollout_metrics(trajs), version_lag_max=float(lag.max()), version=float(self.version),
                        samples=float(batch['response_mask'].any(-1).sum()))
         now = time.monotonic()
@@ -131,13 +143,35 @@ class PPOLearner:
 
     def _update_obs_stats(self, batch: dict) -> None:
         """Fold the step's states into the model's normalizer before the update (the update then
-        trains under the statistics it ships with). Ranks sum their moments first, so every rank
-        keeps the same statistics."""
+        trains under the statistics it ships with)."""
         merge = getattr(self.model, 'merge_obs_stats', None)
         states = batch['obs'].get('states')
-        if merge is None or states is None:
-            return
-        x = states[batch['response_mask'].any(-1)].to(torch.float64)
+        if merge is not None and states is not None:
+            self._merge_moments(states[batch['response_mask'].any(-1)], merge)
+
+    def _reward_scale(self, trajs: list[Trajectory]) -> Optional[float]:
+        """The std of the discounted return, after folding in this step's returns (SB3's
+        VecNormalize: ``ret = ret * gamma + r``, reset at a done), by which rewards are divided. The
+        return restarts at each step's first chunk (a row's episode rarely spans steps)."""
+        rets = []
+        for t in trajs:
+            if t.advantages is not None:
+                continue
+            r, d = t.rewards.to(torch.float64).sum(-1), chunk_ends(t.dones, t.num_epochs).amax(-1)
+            ret = torch.zeros(r.shape[1], dtype=torch.float64)
+            for i in range(r.shape[0]):
+                ret = ret * self.cfg.gamma + r[i]
+                rets.append(ret.clone())
+                ret = ret * (~d[i].bool())
+        if not rets:
+            return None
+        self._merge_moments(torch.cat(rets).unsqueeze(-1), self.return_stats.merge)
+        return float(self.return_stats.std)
+
+    def _merge_moments(self, x: torch.Tensor, merge) -> None:
+        """``merge(count, mean, var)`` of the rows ``x`` [n, d]; ranks sum their moments first, so
+        every rank keeps the same statistics."""
+        x = x.to(torch.float64)
         moments = torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64), x.sum(0), (x * x).sum(0)])
         if self.updater.all_reduce is not None:
             import torch.distributed as dist
@@ -193,7 +227,8 @@ class PPOLearner:
         return write_checkpoint(directory, {
             'model': self.model.state_dict(), 'optimizer': self.updater.optimizer.state_dict(),
             'generator': self.updater.generator.get_state(), 'version': self.version,
-            'trained_steps': sorted(self._trained), 'counters': dict(self.counters)})
+            'trained_steps': sorted(self._trained), 'counters': dict(self.counters),
+            'return_stats': self.return_stats.state_dict()})
 
     def load_checkpoint(self, directory: str | Path) -> bool:
         """Resume from ``directory``'s checkpoint (``weights_only`` load); False when there is none.
@@ -209,4 +244,5 @@ class PPOLearner:
         self.version = int(state['version'])
         self._trained = {int(s) for s in state['trained_steps']}
         self.counters.update({k: int(v) for k, v in state['counters'].items()})
+        self.return_stats.load_state_dict(state.get('return_stats', {}))   # older checkpoints: none yet
         return True

@@ -24,6 +24,9 @@ LEARNER_NODE = {
     'max_grad_norm': Param(0.5, 'gradient clipping (global norm)', (0.0, 1e6), per={'rlpd': 10.0}),
     'target_kl': Param(0.0, 'stop an update\'s epochs once approx KL > 1.5x this (0 = off)', (0.0, 10.0)),
     'normalize_advantages': Param(True, 'whiten the advantages of each update'),
+    'normalize_rewards': Param(False, "ppo: divide rewards by the running std of the discounted return (what "
+                                      "SB3's VecNormalize norm_reward does; the critic learns values in that "
+                                      'scale); not applied to a collector\'s GAE (pipeline mode)'),
     'critic_warmup': Param(0, 'the first N updates train the critic only (a warm-started actor '
                               'waits for a critic that knows its returns)', (0, 1 << 30)),
     'inline_max_bytes': Param(8 << 20, 'weights up to this size travel in the message; larger as a file', (0, 1 << 31)),
