@@ -210,7 +210,7 @@ def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path
 
 def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_return(tmp_path):
     """normalize_rewards (SB3's VecNormalize norm_reward): ret = ret * gamma + r per env row,
-    reset after a done; rewards of the update are r / std(all returns so far), the std goes into
+    reset after a done, carried into the row's next step; rewards of the update are r / std(all returns so far), the std goes into
     the checkpoint, and the episode figures stay in the env's units."""
     from dataclasses import replace as dc_replace
     from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
@@ -223,10 +223,9 @@ def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_ret
     d = torch.zeros(5, 2, 4, dtype=torch.bool)
     d[2, 0, 3] = True                     # env row 0: an episode ends with chunk 1
     t0 = dc_replace(t0, dones=d)
-    by_hand = []
-    for t in (t0, t1):
+    by_hand, ret = [], torch.zeros(2, dtype=torch.float64)
+    for t in (t0, t1):   # the same env rows: a row's return carries into its next step
         r, ends = t.rewards.double().sum(-1), t.dones[1:].any(-1)   # per chunk [T, B]; chunk t ends at t+1
-        ret = torch.zeros(2, dtype=torch.float64)
         for i in range(4):
             ret = ret * 0.9 + r[i]
             by_hand.append(ret.clone())

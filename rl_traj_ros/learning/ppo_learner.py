@@ -66,6 +66,7 @@ class PPOLearner:
         self._t_last = time.monotonic()
         # running moments of the discounted return (normalize_rewards); saved with the checkpoint
         self.return_stats = StateNormalizer(1, min_std=1e-4, clip=float('inf'))
+        self._returns: dict[tuple, float] = {}   # env row -> its running discounted return
 
     def ours(self, ident: TrajectoryId) -> bool:
         """Whether a trajectory of this identity is this learner's (its run, its actor rank)."""
@@ -151,18 +152,22 @@ class PPOLearner:
 
     def _reward_scale(self, trajs: list[Trajectory]) -> Optional[float]:
         """The std of the discounted return, after folding in this step's returns (SB3's
-        VecNormalize: ``ret = ret * gamma + r``, reset at a done), by which rewards are divided. The
-        return restarts at each step's first chunk (a row's episode rarely spans steps)."""
+        VecNormalize: ``ret = ret * gamma + r`` per env row, reset at a done, carried into the row's
+        next step), by which rewards are divided."""
         rets = []
         for t in trajs:
             if t.advantages is not None:
                 continue
             r, d = t.rewards.to(torch.float64).sum(-1), chunk_ends(t.dones, t.num_epochs).amax(-1)
-            ret = torch.zeros(r.shape[1], dtype=torch.float64)
+            rows = list(t.identity.rows) if t.identity is not None and t.identity.rows else None
+            ret = torch.tensor([self._returns.get(k, 0.0) for k in rows] if rows else [0.0] * r.shape[1],
+                               dtype=torch.float64)
             for i in range(r.shape[0]):
                 ret = ret * self.cfg.gamma + r[i]
                 rets.append(ret.clone())
                 ret = ret * (~d[i].bool())
+            if rows:
+                self._returns.update(zip(rows, ret.tolist()))
         if not rets:
             return None
         self._merge_moments(torch.cat(rets).unsqueeze(-1), self.return_stats.merge)
