@@ -30,3 +30,17 @@ def rclpy_context():
     rclpy.init(context=ctx)
     yield ctx
     ctx.try_shutdown()
+
+
+# The longest files first: xdist hands each worker whole files (--dist loadfile) in collection
+# order, so a long file collected last would run alone at the end while the other worker idles.
+# Order from the suite's own --durations (docs/tests.md); files not listed keep their order after.
+LONGEST_FIRST = ('test_fault_tolerance.py', 'test_real_collect.py', 'test_sim_pipeline.py', 'test_sim_train.py',
+                 'test_lerobot_policy.py', 'test_rlpd_loop.py', 'test_multi_host.py', 'test_rlpd_images.py',
+                 'test_node_signals.py')
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), order[id(item)]))
