@@ -210,8 +210,9 @@ def test_learner_resumed_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path
 
 def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_return(tmp_path):
     """normalize_rewards (SB3's VecNormalize norm_reward): ret = ret * gamma + r per env row,
-    reset after a done, carried into the row's next step; rewards of the update are r / std(all returns so far), the std goes into
-    the checkpoint, and the episode figures stay in the env's units."""
+    reset after a done, carried into the row's next step; rewards of the update are
+    r / std(all returns so far), the std goes into the checkpoint, and the episode figures stay
+    in the env's units."""
     from dataclasses import replace as dc_replace
     from rl_traj_ros.learning.ppo_learner import PPOLearner, PPOLearnerConfig
 

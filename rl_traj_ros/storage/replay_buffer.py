@@ -1,10 +1,11 @@
 """TrajectoryReplayBuffer: whole [T, B, ...] trajectories on disk, sampled per row (spec §6).
 
 Composed like torchrl's buffers: a ``storage`` (``backends.Storage``: ``files.TrajectoryFiles``,
-one durable file per trajectory with an LRU of open memory maps, or ``backends.MemoryStorage``), an index (``index.py``: ``trajectory_index.json`` + ``metadata.json``), a FIFO cache
-of the newest flattened trajectories (``cache.py``), one writer thread with a bounded queue
-(``background.py``) and a ``sampler`` (``sampler.py``, uniform over the window by default) whose
-rows the buffer gathers (``get``). Trajectories stay whole (many episodes each), time-major (``layout.py``).
+one durable file per trajectory with an LRU of open memory maps, or ``backends.MemoryStorage``),
+an index (``index.py``: ``trajectory_index.json`` + ``metadata.json``), a FIFO cache of the newest
+flattened trajectories (``cache.py``), one writer thread with a bounded queue (``background.py``)
+and a ``sampler`` (``sampler.py``, uniform over the window by default) whose rows the buffer
+gathers (``get``). Trajectories stay whole (many episodes each), time-major (``layout.py``).
 
 Delivery guarantee: ``add_trajectories`` returns once a trajectory is queued; it is
 *acknowledged* (durable) once ``flush()`` returned or ``on_durable`` was called for it.
