@@ -1,7 +1,6 @@
 """The learner's data path and PPO update (core/ppo.py) against hand-worked vectors, a
 learning check on a contextual bandit, and two torch.distributed ranks staying identical."""
 import math
-import os
 
 import pytest
 import torch
