@@ -28,7 +28,6 @@ import torch
 from ..params.defaults import LEARNER
 from ..data.identity import TrajectoryId
 from ..data.trajectory import Trajectory, chunk_ends
-from ..params.learner_node import LEARNER_NODE
 from ..policies.normalize import StateNormalizer
 from .base import Update, episode_ends, is_ours, read_checkpoint, write_checkpoint
 from .ppo import PPOConfig, PPOUpdater, behavior_clone, training_batch
@@ -41,11 +40,11 @@ REWARD_CLIP = 10.0   # normalized rewards are clipped like VecNormalize's (clip_
 class PPOLearnerConfig:
     rows_per_step: int
     action_dim: int
-    gamma: float = LEARNER_NODE['gamma'].default
-    gae_lambda: float = LEARNER_NODE['gae_lambda'].default
-    advantage: str = LEARNER_NODE['advantage'].default
-    auto_reset: bool = LEARNER_NODE['auto_reset'].default
-    max_version_lag: int = LEARNER_NODE['max_version_lag'].default
+    gamma: float = LEARNER.gamma
+    gae_lambda: float = LEARNER.gae_lambda
+    advantage: str = LEARNER.advantage
+    auto_reset: bool = LEARNER.auto_reset
+    max_version_lag: int = LEARNER.max_version_lag
     chunks_per_step: int = 0     # chunks per env row and step (0: whatever the first trajectory holds)
     only_rank: int = -1          # >= 0: only pipeline rows routed to this actor rank (-1: every rank's)
     run_id: str = LEARNER.run_id             # non-empty: only this run's trajectories
@@ -113,12 +112,11 @@ class PPOLearner:
         trajs = sorted(trajs, key=lambda t: (t.identity.epoch_id, t.identity.micro_batch, t.identity.rows)
                        if t.identity is not None else (0, 0, ()))
         scale = self._reward_scale(trajs) if cfg.normalize_rewards else None
-        if scale is not None:
-            trajs_in = trajs
-            trajs = [replace(t, rewards=(t.rewards.to(torch.float32) / scale).clamp(-REWARD_CLIP, REWARD_CLIP))
-                     if t.advantages is None else t for t in trajs]
+        train_on = trajs if scale is None else [
+            replace(t, rewards=(t.rewards.to(torch.float32) / scale).clamp(-REWARD_CLIP, REWARD_CLIP))
+            if t.advantages is None else t for t in trajs]
         batches = [training_batch(t, cfg.action_dim, cfg.gamma, cfg.gae_lambda, cfg.advantage, cfg.auto_reset)
-                   for t in trajs]
+                   for t in train_on]
         batch = {k: torch.cat([b[k] for b in batches]) for k in batches[0] if k != 'obs'}
         batch['obs'] = {k: torch.cat([b['obs'][k] for b in batches]) for k in batches[0]['obs']}
         lag = self.version - batch['versions'].to(torch.int64)
@@ -134,7 +132,7 @@ class PPOLearner:
         self._trained.add(step)
         self.counters['updates'] += 1
         if scale is not None:
-            metrics['reward_scale'], trajs = scale, trajs_in   # episode figures in the env's units
+            metrics['reward_scale'] = scale
         metrics.update(self._rollout_metrics(trajs), version_lag_max=float(lag.max()), version=float(self.version),
                        samples=float(batch['response_mask'].any(-1).sum()))
         now = time.monotonic()
