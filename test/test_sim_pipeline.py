@@ -200,13 +200,15 @@ def test_no_node_outlives_a_killed_runner(tmp_path):
                                '--episodes', '100000', '--output-dir', str(tmp_path / 'out'), '--quiet'], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def children():   # of every thread of the runner (its nodes are forked from one of them)
+    def descendants(pid):  # through every thread (a node is forked by one of them): its node fork server, its nodes
         out = []
-        for task in Path(f'/proc/{runner.pid}/task').glob('*'):
+        for task in Path(f'/proc/{pid}/task').glob('*'):
             try:
-                out += [int(x) for x in (task / 'children').read_text().split()]
+                kids = [int(x) for x in (task / 'children').read_text().split()]
             except FileNotFoundError:
-                pass
+                continue
+            for kid in kids:
+                out += [kid, *descendants(kid)]
         return out
 
     def alive(pid):
@@ -219,8 +221,8 @@ def test_no_node_outlives_a_killed_runner(tmp_path):
     while time.monotonic() < deadline and 'activated' not in (env_log.read_text() if env_log.exists() else ''):
         time.sleep(0.2)
     time.sleep(3.0)
-    nodes = children()
-    assert len(nodes) >= 4, f'the runner started {nodes}'  # writer, collector, policy, env
+    nodes = descendants(runner.pid)
+    assert len(nodes) >= 4, f'the runner started {nodes}'  # writer, collector, policy, env (and their server)
     runner.kill()
     runner.wait()
     deadline = time.monotonic() + 60

@@ -111,9 +111,9 @@ def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
     for pub in publishers:
         try:
             if not pub.wait_for_all_acked(Duration(seconds=timeout_s)):
-                node.get_logger().warn(f'{pub.topic_name}: not every sample acknowledged within {timeout_s} s')
+                node.get_logger().warning(f'{pub.topic_name}: not every sample acknowledged within {timeout_s} s')
         except Exception as e:  # noqa: BLE001 - context already gone: nothing left to wait for
-            node.get_logger().warn(f'{pub.topic_name}: cannot wait for acknowledgements: {e}')
+            node.get_logger().warning(f'{pub.topic_name}: cannot wait for acknowledgements: {e}')
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:

@@ -101,7 +101,7 @@ class FrankaEnvNode(LifecycleNode):
     def on_intervention(self, m: M.Intervention) -> None:
         why = self.interventions.offer(m.action, m.active, m.env_index)
         if why:
-            self.get_logger().warn(why)
+            self.get_logger().warning(why)
 
     # -- the rollout thread (EnvRunner) ---------------------------------------------------------
     def _make_env(self):

@@ -55,7 +55,7 @@ class GelloTeleopNode(Node):
             q, g = self.reader.read()
         except IOError as e:
             self.read_errors += 1
-            self.get_logger().warn(f'leader read failed: {e}', throttle_duration_sec=2.0)
+            self.get_logger().warning(f'leader read failed: {e}', throttle_duration_sec=2.0)
             return
         stamp = self.get_clock().now().to_msg()
         js = JointState(name=JOINT_NAMES + (['gripper'] if g is not None else []),

@@ -35,7 +35,7 @@ class TrajectoryCollectorNode(Node):
         p = declare(self, COLLECTOR_NODE)
         if not p['run_id']:
             p = p.replace(run_id=new_run_id())
-            self.get_logger().warn(f"run_id not set: using {p['run_id']!r}; set it explicitly so that a restarted "
+            self.get_logger().warning(f"run_id not set: using {p['run_id']!r}; set it explicitly so that a restarted "
                                    'collector rebuilds the same identities (exactly once across restarts)')
         self.plan = make_plan(p)
         self.collector = TrajectoryCollector(self.plan, p['run_id'])
@@ -110,7 +110,7 @@ class TrajectoryCollectorNode(Node):
     def expire(self) -> None:
         for key in self.collector.expire(self.p['pending_timeout_s']):
             self.counters['expired'] += 1
-            self.get_logger().warn(f'dropped {key.as_tuple()}: its other half never arrived')
+            self.get_logger().warning(f'dropped {key.as_tuple()}: its other half never arrived')
 
     def stats(self) -> dict:
         s = dict(self.collector.stats)

@@ -25,6 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import Optional
 
+from . import node_forks
+
 NODE_OF = {'writer': 'replay_buffer_writer_node', 'collector': 'trajectory_collector_node', 'policy': 'policy_node'}
 
 
@@ -46,23 +48,32 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith('linux') el
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent: int) -> None:
-    """In the child before exec (nothing imported there): SIGINT, a node's orderly end, when the
-    runner's thread dies."""
+def _die_with_parent(parent: int, sig: int = signal.SIGINT) -> None:
+    """In the child before exec (nothing imported there): ``sig`` (SIGINT, a node's orderly end)
+    when the runner's thread dies."""
     if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
+        _LIBC.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the runner died before the request took effect
             os._exit(1)
 
 
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:  # exited meanwhile (a forked node's code is read by its server)
+        pass
+
+
 class RosRun:
-    def __init__(self, params_yaml: str, workdir: str, quiet: bool = False, extra_env: Optional[dict] = None):
+    def __init__(self, params_yaml: str, workdir: str, quiet: bool = False, extra_env: Optional[dict] = None,
+                 fork_nodes: bool = True):
         self.work = Path(workdir)
         self.work.mkdir(parents=True, exist_ok=True)
         self.params_file = self.work / 'params.yaml'
         self.params_file.write_text(params_yaml)
         self.quiet = quiet
         self.env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(extra_env or {})}
+        self.fork_nodes = fork_nodes
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, list[str]] = {}
         self.specs: dict[str, tuple[str, list[str]]] = {}
@@ -84,11 +95,15 @@ class RosRun:
         """Start (or start again, after it exited) node ``name``."""
         extra = list(extra)
         self.specs[name] = (module, extra)
-        # forked from one long-lived thread: PR_SET_PDEATHSIG fires when the forking *thread* ends, and a
-        # restart may come from a thread that ends right after (a watchdog, a test's chaos thread)
-        proc = self.procs[name] = self._spawner.submit(
-            subprocess.Popen, self.command(name, module, extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env=self.env, start_new_session=True, preexec_fn=partial(_die_with_parent, os.getpid())).result()
+        cmd = self.command(name, module, extra)
+        if self.fork_nodes and node_forks.node_module(cmd):
+            proc = self.procs[name] = node_forks.spawn(cmd, self.env)
+        else:
+            # forked from one long-lived thread: PR_SET_PDEATHSIG fires when the forking *thread* ends, and a
+            # restart may come from a thread that ends right after (a watchdog, a test's chaos thread)
+            proc = self.procs[name] = self._spawner.submit(
+                subprocess.Popen, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
+                start_new_session=True, preexec_fn=partial(_die_with_parent, os.getpid())).result()
         sink = self.logs[name] = []
         (self.work / 'node_logs').mkdir(exist_ok=True)
         log_file = open(self.work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs
@@ -156,12 +171,12 @@ class RosRun:
         import rclpy
         for p in self.procs.values():
             if p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
+                _signal_group(p.pid, signal.SIGINT)
         for p in self.procs.values():
             try:
                 p.wait(30)
             except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+                _signal_group(p.pid, signal.SIGKILL)
                 p.wait()
         if self.node is not None:
             self.node.destroy_node()
