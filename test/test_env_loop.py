@@ -11,6 +11,7 @@ from rl_traj_ros.assembly import make_env, rollout_config
 from rl_traj_ros.params.env_node import ENV_NODE
 from rl_traj_ros.params.spec import resolve
 from rl_traj_ros.rollout.env_loop import EnvLoop, InterventionLatch, RatePacer, TeleopGate, Transport
+from rl_traj_ros.rollout.env_run import EnvRunner
 from rl_traj_ros.rollout.workers import EnvWorker
 
 
@@ -132,3 +133,56 @@ def test_joint_positions_come_from_the_env_state_names_through_the_recorder(tmp_
     assert [STATE_NAMES[i] for i in joint_positions(recorded)] == [f'fr3_joint{i}.pos' for i in range(1, 8)]
     from rl_traj_ros.episodes.collect_episode import env_attr
     assert env_attr(recorded, 'num_envs') == 1 and env_attr(recorded, 'no_such_attribute') is None
+
+
+class StuckEnv:
+    """The real env, whose ``stuck_at``-th step does not return until released: a reset against a
+    robot that never arrives home, a step whose motion never completes."""
+
+    def __init__(self, env, stuck_at):
+        self.env, self.stuck_at, self.steps, self.release = env, stuck_at, 0, threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.stuck_at:
+            self.release.wait(60.0)
+        return self.env.step(action)
+
+
+@pytest.mark.parametrize('stuck', ['env_step', 'no_policy_reader'])
+def test_the_watchdog_names_where_the_loop_is_stuck(params, stuck):
+    """A run that stops moving says where: the env step of chunk 1 (the 3rd step of 2-step
+    chunks), or the policy node's reader that never appeared; and the loop goes on once released."""
+    policy, warnings, envs = Policy(), [], []
+
+    def make():
+        envs.append(StuckEnv(make_env(params), stuck_at=3 if stuck == 'env_step' else 0))
+        return envs[-1]
+
+    def make_loop_over(env):
+        policy.loop = EnvLoop(EnvWorker(rollout_config(params), env, InterventionLatch(7, 0.5)),
+                              Transport(lambda r: r, policy.publish, lambda: stuck != 'no_policy_reader'), 0.5, 60.0,
+                              RatePacer(0.0, 2, runner.stop), TeleopGate(False, 1.0, lambda: 1, '/t', runner.stop, print,
+                                                                         print, print), runner.active, runner.stop)
+        return policy.loop
+
+    runner = EnvRunner(make, make_loop_over, lambda: None, lambda made: None, print, warnings.append, stall_warn_s=1.0)
+    assert runner.start(60.0) is None
+    runner.active.set()
+    deadline = time.monotonic() + 30.0
+    while not warnings and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if stuck == 'env_step':
+        assert warnings and 'executing chunk (0, 0, 0, 0, 1): env.step' in warnings[0], warnings
+        envs[0].release.set()
+        runner.thread.join(60.0)
+        assert runner.exit_code == 0 and runner.stats(3)['chunks'] == 3
+    else:
+        assert warnings and 'waiting for the policy node to subscribe to the request for (0, 0, 0, 0, 0)' in \
+            warnings[0], warnings
+        runner.end()
+        assert runner.stats(3)['chunks'] == 0
+    assert 'not done after' in warnings[0]

@@ -123,3 +123,46 @@ def test_two_sigints_10ms_apart_never_abort_a_node(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_forked_nodes_start_and_stop_like_executed_ones(tmp_path):
+    """``run``'s nodes are forks of a server that imported them (``pipelines.node_forks``): every
+    node kind comes up, takes two SIGINTs 10 ms apart and exits 0 with nothing bad in its
+    output; a refused parameter ends the node non-zero, naming it, as the executed node does."""
+    from rl_traj_ros.pipelines import node_forks
+    kinds, common = _node_kinds(tmp_path, '/forked')
+    env = {**os.environ, 'MUJOCO_GL': 'egl', 'PYTHONUNBUFFERED': '1'}
+
+    def fork(node, extra):
+        return node_forks.spawn([sys.executable, '-m', f'rl_traj_ros.nodes.{node}', '--ros-args', *common, *extra],
+                                env, cwd=str(ROOT))
+    procs = {node: fork(node, extra) for node, extra in kinds.items()}
+    try:
+        for node, p in procs.items():
+            line, lines = '', []
+            while '] ready' not in line:
+                line = p.stdout.readline()
+                assert line, f'{node} exited before ready:\n' + ''.join(lines)
+                lines.append(line)
+        assert len({p.pid for p in procs.values()}) == len(procs)
+        assert open(f'/proc/{procs["policy_node"].pid}/comm').read().strip() == 'policy_node'
+        time.sleep(1.0)
+        for p in procs.values():
+            os.kill(p.pid, signal.SIGINT)
+            time.sleep(0.01)
+            os.kill(p.pid, signal.SIGINT)
+        for node, p in procs.items():
+            assert p.wait(60) == 0, f'{node}: exit {p.returncode}\n{p.stdout.read()[-3000:]}'
+            out = p.stdout.read()
+            assert 'SIGINT: stopping' in out, f'{node}:\n{out[-3000:]}'
+            for bad in ('Traceback', 'terminate called', 'InvalidHandle', 'EGL_NOT_INITIALIZED'):
+                assert bad not in out, f'{node}:\n{out[-3000:]}'
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    bad = fork('trajectory_collector_node', ['-p', 'num_envs:=0'])
+    assert bad.wait(60) != 0
+    out = bad.stdout.read()
+    assert 'num_envs' in out, out

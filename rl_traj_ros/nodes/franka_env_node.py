@@ -46,9 +46,9 @@ class FrankaEnvNode(LifecycleNode):
         self.sub_teleop = self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
                                                    TELEOP_QOS)
         self.run = EnvRunner(self._make_env, self._make_loop, lambda: wait_acked(self, (self.pub_req,)),
-                             self._closed, log.error)
+                             self._closed, log.error, log.warning, p['stall_warn_s'])
         self.gate = TeleopGate(p['require_teleop'], p['teleop_timeout_s'], self.sub_teleop.get_publisher_count,
-                               self.sub_teleop.topic_name, self.run.stop, log.info, log.warn, log.error)
+                               self.sub_teleop.topic_name, self.run.stop, log.info, log.warning, log.error)
         serve_stats(self, self.stats)   # progress: ~/get_stats and /diagnostics (a last status at exit)
         self._publish_status = diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:

@@ -29,6 +29,8 @@ ENV_NODE = {
     'reply_timeout_s': Param(300.0, 'give up when the policy does not answer a chunk in time', (0.1, 86400.0)),
     'request_resend_s': Param(5.0, 'resend a request that got no reply (lost in a link cut); the policy dedupes',
                               (0.1, 3600.0)),
+    'stall_warn_s': Param(30.0, 'log what the rollout loop is stuck in (an env step or reset, a reply, a '
+                          'subscriber) once a phase lasts longer, and again every as long', (1.0, 86400.0)),
     'intervention_timeout_s': Param(0.25, 'interventions older than this are stale and ignored', (0.0, 3600.0)),
     'control_rate_hz': Param(0.0, 'control steps per second at most (a chunk every chunk / rate s); 0 = as fast '
                                   'as the env steps (franky paces itself with control_dt)', (0.0, 10000.0)),

@@ -20,6 +20,7 @@ The server does not hold a run's nodes hostage either: when the runner closes th
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -35,6 +36,16 @@ NODE_PACKAGE = 'rl_traj_ros.nodes.'
 PRELOAD = ('franka_env_node', 'policy_node', 'trajectory_collector_node', 'replay_buffer_writer_node',
            'learner_node', 'spacemouse_teleop_node', 'gello_teleop_node')
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith('linux') else None
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGINT) -> None:
+    """In a child before exec (nothing imported there): ``sig`` (SIGINT, a node's orderly end)
+    when the thread that started it dies."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
 
 
 def node_module(cmd: list[str]) -> Optional[str]:
@@ -84,15 +95,13 @@ class NodeForker:
 
     def __init__(self, env: dict):
         from functools import partial
-
-        from .ros_run import _die_with_parent
         self.env = dict(env)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         self.proc = subprocess.Popen(
             [sys.executable, '-m', __name__, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=self.env,
             stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=partial(_die_with_parent, os.getpid(), signal.SIGKILL))
+            preexec_fn=partial(die_with_parent, os.getpid(), signal.SIGKILL))
         theirs.close()
         self.lock = threading.Lock()
         self.pending: dict[int, Future] = {}
@@ -225,7 +234,6 @@ def _lttng_ust():
     """rclpy loads lttng-ust (ROS tracing), whose constructor starts two listener threads and
     whose destructor cancels them: in a plain fork's child they do not exist and the node
     segfaults at exit. lttng-ust's own fork hooks (what its LD_PRELOAD wrapper calls) restart them."""
-    import ctypes
     with open('/proc/self/maps') as maps:
         paths = {line.split()[-1] for line in maps if '/liblttng-ust-' in line or '/liblttng-ust.so' in line}
     paths = [p for p in paths if 'tracepoint' not in p]
@@ -236,7 +244,6 @@ def _fork() -> int:
     ust = _lttng_ust()
     if ust is None:
         return os.fork()
-    import ctypes
     sigset = ctypes.create_string_buffer(128)
     ust.ust_before_fork(sigset)
     pid = os.fork()
@@ -253,7 +260,6 @@ def _send(sock: socket.socket, msg: dict) -> None:
 
 def _become_node(sock: socket.socket, pidfds: list[int], request: dict, out: int) -> None:
     """In the forked child: the process a fresh ``python -m`` would be, bar the imports."""
-    import ctypes
     from ..nodes.stop_signals import install
     install()  # a stop request from here on is kept for the node's loop (it installs the same handlers)
     server = os.getppid()
@@ -261,11 +267,8 @@ def _become_node(sock: socket.socket, pidfds: list[int], request: dict, out: int
     for fd in pidfds:
         os.close(fd)
     os.setsid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
-    if os.getppid() != server:  # the server died before the request took effect
-        os._exit(1)
-    libc.prctl(PR_SET_NAME, request['module'].rsplit('.', 1)[-1][:15].encode(), 0, 0, 0)
+    die_with_parent(server)
+    _LIBC.prctl(PR_SET_NAME, request['module'].rsplit('.', 1)[-1][:15].encode(), 0, 0, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)
     os.close(out)
@@ -286,8 +289,8 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner ends it (closing the socket), not a Ctrl-C
     _preload()
     request = _serve(sock)
-    if request is None:
-        return
+    if request is None:  # the server's end: nothing to flush, and its stderr (the runner's) may be gone
+        os._exit(0)
     import runpy
     sys.argv = [request['module'], *request['argv']]
     runpy.run_module(request['module'], run_name='__main__', alter_sys=True)

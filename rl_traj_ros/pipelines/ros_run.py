@@ -1,19 +1,20 @@
 """``RosRun``: the package's nodes as separate processes with one params file, without `launch`.
 
 What ``run sim_collect``/``sim_train``/``real_collect`` start: each node in its own process
-group with its output streamed and kept under ``<workdir>/node_logs/``, progress and totals
+group (a fork of the node fork server, ``node_forks``, which has imported the nodes already; a
+command that is not one of this package's nodes, or ``fork_nodes=False``, is executed) with its output streamed and kept under ``<workdir>/node_logs/``, progress and totals
 read from the nodes' /diagnostics (not from printed lines), and an orderly end: wait for the
 env nodes, drain (everything the collector flushed is stored), then SIGINT every node (each
 flushes) and SIGKILL only what did not exit within 30 s. Should the runner itself die (SIGKILL, a
-crash), the kernel sends each node SIGINT (``PR_SET_PDEATHSIG``): no node outlives the run that
-started it, driving a robot or publishing into the next run's topics (nodes are forked from one
-long-lived thread: the signal follows the forking thread, not the process). ``command`` is the one place a node's
+crash), the kernel sends each node SIGINT (``PR_SET_PDEATHSIG``, directly or through the fork
+server's death): no node outlives the run that started it, driving a robot or publishing into the
+next run's topics (processes are started from one long-lived thread: the signal follows the
+starting thread, not the process). ``command`` is the one place a node's
 command line is made: a subclass can run a node another way (under a network namespace, or
 a test's variant of a node).
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -42,19 +43,6 @@ def installed_executable(package: str, executable: str) -> str:
     if not os.access(path, os.X_OK):
         raise FileNotFoundError(f'ROS package {package!r} has no executable {executable!r} ({path})')
     return str(path)
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith('linux') else None
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent: int, sig: int = signal.SIGINT) -> None:
-    """In the child before exec (nothing imported there): ``sig`` (SIGINT, a node's orderly end)
-    when the runner's thread dies."""
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:  # the runner died before the request took effect
-            os._exit(1)
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -103,7 +91,7 @@ class RosRun:
             # restart may come from a thread that ends right after (a watchdog, a test's chaos thread)
             proc = self.procs[name] = self._spawner.submit(
                 subprocess.Popen, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
-                start_new_session=True, preexec_fn=partial(_die_with_parent, os.getpid())).result()
+                start_new_session=True, preexec_fn=partial(node_forks.die_with_parent, os.getpid())).result()
         sink = self.logs[name] = []
         (self.work / 'node_logs').mkdir(exist_ok=True)
         log_file = open(self.work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs

@@ -14,6 +14,9 @@ passes its publisher; a test passes a queue), so the protocol is tested without 
   (which moves the robot home) and before every chunk is executed.
 - **interventions** (``InterventionLatch``): the operator's newest command, valid for
   ``intervention_timeout_s``, which ``EnvWorker`` applies to the chunk it executes.
+- **phases** (``Phase``): what the loop is doing and since when, so that a stall names its
+  place (an env step or reset that does not return, a policy reader that never appears) instead
+  of a run that just stops moving; ``EnvRunner`` watches it.
 """
 from __future__ import annotations
 
@@ -29,6 +32,25 @@ from ..delivery.resend import RESEND, TIMEOUT, ReplyWait
 from .workers import EnvWorker
 
 Log = Callable[[str], None]
+
+
+class Phase:
+    """The loop's current phase and when it began; ``stalled(after_s)`` describes it once it
+    lasted longer (a deliberate hold, not active or waiting for the teleop device, never is)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.enter('making the env')
+
+    def enter(self, what: str, deliberate: bool = False) -> None:
+        self.what, self.deliberate, self.since = what, deliberate, self.clock()
+        self.warned_at = float('-inf')
+
+    def stalled(self, after_s: float) -> Optional[str]:
+        age = self.clock() - self.since
+        if self.deliberate or age <= after_s:
+            return None
+        return f'{self.what}: not done after {age:.0f} s'
 
 
 class InterventionLatch:
@@ -120,6 +142,7 @@ class EnvLoop:
         self._reply = threading.Event()
         self._actions = None
         self._waiting_for = None
+        self.phase = Phase()
         self.t_first: Optional[float] = None   # first request sent (after discovery)
         self.wait_s = 0.0                        # blocked on the policy's reply: the round trip as the env sees it
 
@@ -131,6 +154,7 @@ class EnvLoop:
 
     def may_move(self) -> bool:
         """Block while not active (nothing moves); False when stopping or the teleop device is missing."""
+        self.phase.enter('holding: not active, or no teleop device yet', deliberate=True)
         while not self.active.wait(0.1):
             if self.stop.is_set():
                 return False
@@ -142,6 +166,7 @@ class EnvLoop:
         if not self.may_move():   # before reset: resetting moves the robot home
             return
         gen = self.worker.run()
+        self.phase.enter('the first reset (the robot moving home)')
         req = next(gen)
         while not self.stop.is_set():
             self.before_request(req)
@@ -151,6 +176,8 @@ class EnvLoop:
                 return
             self._waiting_for = req.sources
             self._reply.clear()
+            key = req.sources[0].key.as_tuple()
+            self.phase.enter(f'waiting for the policy node to subscribe to the request for {key}')
             while not self.transport.consumer_ready():
                 if self.stop.is_set():  # Ctrl-C while no policy node is up: stop at once
                     return
@@ -160,6 +187,7 @@ class EnvLoop:
             self.pacer.wait()
             self.transport.publish(msg)
             self.reply_wait.sent()
+            self.phase.enter(f'waiting for the action chunk for {key} (resent every {self.reply_wait.resend_s:g} s)')
             while not self._reply.wait(0.1):
                 if self.stop.is_set():
                     return
@@ -171,8 +199,10 @@ class EnvLoop:
             self.wait_s += self.reply_wait.waited_s()
             if not self.may_move():   # deactivated: hold here; the operator's device went away: no motion
                 return
+            self.phase.enter(f'executing chunk {key}: env.step (an episode end resets: the robot moving home)')
             req = gen.send(self._actions)
+            self.phase.enter(f'recording and publishing after chunk {key}')
             self.after_chunk()
 
 
-__all__ = ['EnvLoop', 'InterventionLatch', 'RatePacer', 'TeleopGate', 'Transport']
+__all__ = ['EnvLoop', 'InterventionLatch', 'Phase', 'RatePacer', 'TeleopGate', 'Transport']

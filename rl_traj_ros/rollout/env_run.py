@@ -6,6 +6,7 @@ lifecycle of a managed node maps onto it: *configure* is ``start`` (make the env
 the robot; nothing moves), *activate* / *deactivate* set and clear ``active`` (the loop holds
 before its next motion command), *cleanup* / *shutdown* are ``end`` (stop, flush, release).
 The node gives the transport and the hooks; a test drives it with queues (``test_env_loop.py``).
+A watchdog thread logs the loop's phase once it lasts over ``stall_warn_s`` (``EnvLoop.phase``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from ..params.defaults import ENV
 from .env_loop import EnvLoop
 from .workers import EnvStats
 
@@ -21,11 +23,13 @@ Log = Callable[[str], None]
 
 class EnvRunner:
     def __init__(self, make_env: Callable[[], Any], make_loop: Callable[[Any], EnvLoop],
-                 before_close: Callable[[], None], after_close: Callable[[bool], None], error: Log):
+                 before_close: Callable[[], None], after_close: Callable[[bool], None], error: Log,
+                 warn: Log = print, stall_warn_s: float = ENV.stall_warn_s):
         """``make_env()`` in the thread; ``make_loop(env)`` the loop over it; ``before_close()``
         once the loop ended (the node waits for its last message's acks), ``after_close(made)``
         once the env is closed (``made``: False when making it failed)."""
-        self.make_env, self.make_loop, self.error = make_env, make_loop, error
+        self.make_env, self.make_loop, self.error, self.warn = make_env, make_loop, error, warn
+        self.stall_warn_s = stall_warn_s
         self.before_close, self.after_close = before_close, after_close
         self.stop, self.active, self._made = threading.Event(), threading.Event(), threading.Event()
         self.env: Any = None
@@ -65,6 +69,7 @@ class EnvRunner:
                 return
             finally:
                 self._made.set()
+            threading.Thread(target=self._watch, args=(self.loop,), name='env-loop-watchdog', daemon=True).start()
             self.loop.run()
             self.exit_code = int(self.loop.gate.failed)
         except Exception as e:  # noqa: BLE001
@@ -72,12 +77,22 @@ class EnvRunner:
             self.exit_code = 1
         finally:
             self.t_last = time.monotonic()
+            if self.loop is not None:
+                self.loop.phase.enter('closing: the last acknowledgements, flushing the episodes, closing the env')
             self.before_close()
             if self.env is not None:
                 self.env.close()  # in this thread (EGL); CollectEpisode flushes and finalizes here
             self.flushed = True
             self.after_close(self.make_error is None)
             self.finished = True
+
+    def _watch(self, loop: EnvLoop) -> None:
+        """Name the phase the loop is stuck in, every ``stall_warn_s`` while it is."""
+        while not self.stop.wait(self.stall_warn_s / 4) and not self.flushed:
+            stalled = loop.phase.stalled(self.stall_warn_s)
+            if stalled and time.monotonic() - loop.phase.warned_at >= self.stall_warn_s:
+                loop.phase.warned_at = time.monotonic()
+                self.warn(f'rollout loop stalled? {stalled}')
 
     def stats(self, chunks_per_step: int) -> dict[str, float]:
         """Progress: chunks, episodes, env and loop time, time blocked on the policy's replies."""

@@ -152,7 +152,7 @@ class EnvWorker:
         next_obs = obs_to_torch(obs)
         for i, fo in final.items():  # the pre-reset observation ends the chunk's transition
             for k, v in fo.items():
-                next_obs[k][i] = torch.from_numpy(np.asarray(v))
+                next_obs[k][i] = torch.from_numpy(np.array(v))
         transition = EnvTransition(torch.from_numpy(rewards), torch.from_numpy(term | trunc), torch.from_numpy(term),
                                    torch.from_numpy(trunc), torch.from_numpy(iacts), torch.from_numpy(iflags))
         return obs, transition, next_obs
