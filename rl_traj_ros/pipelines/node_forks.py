@@ -105,7 +105,8 @@ class NodeForker:
         theirs.close()
         self.lock = threading.Lock()
         self.pending: dict[int, Future] = {}
-        self.nodes: dict[int, ForkedNode] = {}
+        self.nodes: dict[int, ForkedNode] = {}   # running, by pid
+        self.early: dict[int, int] = {}          # pid -> exit code that came before spawn() recorded the node
         self.next_id = 0
         self.alive = True
         threading.Thread(target=self._read, daemon=True, name='node-forker').start()
@@ -131,10 +132,11 @@ class NodeForker:
             raise
         node = ForkedNode(cmd, pid, open(r, errors='replace'))
         with self.lock:
-            early = self.nodes.pop(-pid, None)  # its exit came before we took its pid
-            self.nodes[pid] = node
-        if early is not None:
-            node._set_exit(early.returncode)
+            code = self.early.pop(pid, None)
+            if code is None:
+                self.nodes[pid] = node
+        if code is not None:
+            node._set_exit(code)
         return node
 
     def _read(self) -> None:
@@ -150,11 +152,9 @@ class NodeForker:
                 if 'id' in msg:
                     self.pending.pop(msg['id']).set_result(msg['pid'])
                     continue
-                node = self.nodes.get(msg['pid'])
+                node = self.nodes.pop(msg['pid'], None)
                 if node is None:  # spawn() has not recorded it yet
-                    placeholder = ForkedNode([], msg['pid'], None)
-                    placeholder.returncode = msg['code']
-                    self.nodes[-msg['pid']] = placeholder
+                    self.early[msg['pid']] = msg['code']
                     continue
             node._set_exit(msg['code'])
         with self.lock:
@@ -162,9 +162,9 @@ class NodeForker:
             for fut in self.pending.values():
                 fut.set_exception(RuntimeError('the node fork server exited'))
             self.pending.clear()
-        for node in list(self.nodes.values()):  # their server is gone, so are they (SIGINT on its death)
-            if node.returncode is None:
-                node._set_exit(-signal.SIGKILL)
+            running, self.nodes = list(self.nodes.values()), {}
+        for node in running:  # their server is gone, so are they (SIGINT on its death); their codes are lost
+            node._set_exit(-signal.SIGKILL)
 
 
 _FORKERS: dict[tuple, NodeForker] = {}
