@@ -266,7 +266,7 @@ def main(args) -> int:
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))
     else:
-        r = run_ros(params, args.num_env_nodes, str(out))
+        r = run_ros(params, args.num_env_nodes, str(out), quiet=args.quiet)
     rate = r['successes'] / r['episodes'] if r['episodes'] else 0.0
     print(f"\n[sim_collect] {r['episodes']} episodes, {r['successes']} successful ({rate:.0%}), "
           f"{r['chunks']} chunks in {r['wall_s']:.1f} s ({r['chunks'] / max(r['wall_s'], 1e-9):.1f} chunks/s)")

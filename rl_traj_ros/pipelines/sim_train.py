@@ -85,7 +85,7 @@ def learner_params(p: dict, learner: dict, output_dir: str | Path, num_env_nodes
 
 def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps: Optional[int] = None,
                  num_learners: int = 1, run_id: Optional[str] = None, warm_start: Optional[str] = None,
-                 algo: Optional[str] = None, demos: Optional[str] = None) -> dict:
+                 algo: Optional[str] = None, demos: Optional[str] = None, num_envs: Optional[int] = None) -> dict:
     """The nodes' effective parameters: the collection pipeline's (``apply_overrides``) plus the
     learner's, which trains one update per step of every env node's rows (of its actor rank's
     share with ``num_learners`` > 1: the collector then runs in pipeline mode and routes them).
@@ -100,7 +100,7 @@ def train_params(config: str | Path, num_env_nodes: int, output_dir: str, steps:
     if learner.get('algorithm') == 'rlpd' and raw['policy_node'].get('policy') != 'sac':
         raise ValueError(f"algorithm rlpd trains the 'sac' actor: set the policy node's policy to sac in {config} "
                          '(config/sim_train_rlpd.yaml does)')
-    p = sc.apply_overrides(raw, num_env_nodes, output_dir=output_dir, steps=steps, run_id=run_id)
+    p = sc.apply_overrides(raw, num_env_nodes, num_envs, output_dir=output_dir, steps=steps, run_id=run_id)
     col = p['trajectory_collector_node']
     first_step, done_updates = resume_point(output_dir)
     p['franka_env_node']['start_step'] = first_step
@@ -168,7 +168,7 @@ def main(args) -> int:
     out = (Path(args.output_dir) if args.output_dir else new_run_dir(DEFAULT_OUTPUT_ROOT)).resolve()
     try:
         params = train_params(args.config, args.num_env_nodes, str(out), args.steps, args.num_learners,
-                              warm_start=args.warm_start, algo=args.algo, demos=args.demos_dir)
+                              warm_start=args.warm_start, algo=args.algo, demos=args.demos_dir, num_envs=args.num_envs)
     except (ValueError, FileNotFoundError) as e:
         print(f'[sim_train] {e}', file=sys.stderr)
         return 2
