@@ -163,10 +163,10 @@ def test_the_watchdog_names_where_the_loop_is_stuck(params, stuck):
         return envs[-1]
 
     def make_loop_over(env):
+        gate = TeleopGate(False, 1.0, lambda: 1, '/t', runner.stop, print, print, print)
         policy.loop = EnvLoop(EnvWorker(rollout_config(params), env, InterventionLatch(7, 0.5)),
                               Transport(lambda r: r, policy.publish, lambda: stuck != 'no_policy_reader'), 0.5, 60.0,
-                              RatePacer(0.0, 2, runner.stop), TeleopGate(False, 1.0, lambda: 1, '/t', runner.stop, print,
-                                                                         print, print), runner.active, runner.stop)
+                              RatePacer(0.0, 2, runner.stop), gate, runner.active, runner.stop)
         return policy.loop
 
     runner = EnvRunner(make, make_loop_over, lambda: None, lambda made: None, print, warnings.append, stall_warn_s=1.0)

@@ -36,7 +36,7 @@ class TrajectoryCollectorNode(Node):
         if not p['run_id']:
             p = p.replace(run_id=new_run_id())
             self.get_logger().warning(f"run_id not set: using {p['run_id']!r}; set it explicitly so that a restarted "
-                                   'collector rebuilds the same identities (exactly once across restarts)')
+                                      'collector rebuilds the same identities (exactly once across restarts)')
         self.plan = make_plan(p)
         self.collector = TrajectoryCollector(self.plan, p['run_id'])
         self.p = p

@@ -2,16 +2,16 @@
 
 What ``run sim_collect``/``sim_train``/``real_collect`` start: each node in its own process
 group (a fork of the node fork server, ``node_forks``, which has imported the nodes already; a
-command that is not one of this package's nodes, or ``fork_nodes=False``, is executed) with its output streamed and kept under ``<workdir>/node_logs/``, progress and totals
-read from the nodes' /diagnostics (not from printed lines), and an orderly end: wait for the
-env nodes, drain (everything the collector flushed is stored), then SIGINT every node (each
-flushes) and SIGKILL only what did not exit within 30 s. Should the runner itself die (SIGKILL, a
-crash), the kernel sends each node SIGINT (``PR_SET_PDEATHSIG``, directly or through the fork
-server's death): no node outlives the run that started it, driving a robot or publishing into the
-next run's topics (processes are started from one long-lived thread: the signal follows the
-starting thread, not the process). ``command`` is the one place a node's
-command line is made: a subclass can run a node another way (under a network namespace, or
-a test's variant of a node).
+command that is not one of this package's nodes, or ``fork_nodes=False``, is executed), its
+output streamed and kept under ``<workdir>/node_logs/``, progress and totals read from the
+nodes' /diagnostics (not from printed lines), and an orderly end: wait for the env nodes, drain
+(everything the collector flushed is stored), then SIGINT every node (each flushes) and SIGKILL
+only what did not exit within 30 s. Should the runner itself die (SIGKILL, a crash), the kernel
+sends each node SIGINT (``PR_SET_PDEATHSIG``, directly or through the fork server's death): no
+node outlives the run that started it, driving a robot or publishing into the next run's topics
+(processes are started from one long-lived thread: the signal follows the starting thread, not
+the process). ``command`` is the one place a node's command line is made: a subclass can run a
+node another way (under a network namespace, or a test's variant of a node).
 """
 from __future__ import annotations
 
