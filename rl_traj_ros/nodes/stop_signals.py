@@ -23,9 +23,14 @@ class StopSignals:
             self.first = signum
 
     def install(self) -> 'StopSignals':
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, self._on)
+        self._before = {s: signal.signal(s, self._on) for s in (signal.SIGINT, signal.SIGTERM)}
         return self
+
+    def uninstall(self) -> None:
+        """The handlers from before ``install`` (a runner inside a longer-lived process)."""
+        for s, handler in getattr(self, '_before', {}).items():
+            signal.signal(s, handler)
+        self._before = {}
 
     @property
     def requested(self) -> bool:

@@ -68,6 +68,7 @@ class RosRun:
         self.status: dict[str, dict[str, float]] = {}  # node's fully qualified name -> its latest counters
         self.t0 = time.monotonic()
         self.node = None
+        self.signals = None  # the runner's own SIGINT/SIGTERM, once the pipeline started
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix='ros-run-spawner')
 
     # -- processes ---------------------------------------------------------------------------
@@ -109,10 +110,19 @@ class RosRun:
         self.start(name, *self.specs[name])
 
     def start_pipeline(self, num_env_nodes: int, extra_nodes: Optional[dict] = None) -> None:
-        """Writer, collector, policy, the extra nodes (teleop, learners), then the env nodes."""
+        """Writer, collector, policy, the extra nodes (teleop, learners), then the env nodes.
+
+        A Ctrl-C (SIGINT or SIGTERM, once or more) of the runner only sets a flag: the wait ends,
+        every node is stopped as at a normal end (each flushes) and the run returns its figures
+        with ``interrupted``, instead of rclpy's handler tearing the runner's context down mid-spin."""
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        rclpy.init()
+        from rclpy.signals import SignalHandlerOptions
+
+        from ..nodes.stop_signals import StopSignals
+        if threading.current_thread() is threading.main_thread():
+            self.signals = StopSignals().install()
+        rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node('sim_collect_runner')
         self.node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: self.status.update(
             {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status}), 100)
@@ -122,6 +132,11 @@ class RosRun:
             self.start(name, module, extra)
         for r in range(num_env_nodes):
             self.start(f'env_{r}', 'franka_env_node', ['-r', f'__ns:=/env_{r}', '-p', f'env_rank:={r}'])
+
+    @property
+    def interrupted(self) -> str:
+        """The signal that stopped the run ('' when none did)."""
+        return self.signals.name() if self.signals is not None else ''
 
     @property
     def env_names(self) -> list[str]:
@@ -140,19 +155,20 @@ class RosRun:
         """Until every env node exited (or, with ``stop_when_a_node_dies``, another node failed:
         nothing more would be stored), then each env node's last status."""
         envs = self.env_names
-        while any(self.procs[n].poll() is None for n in envs):
+        while any(self.procs[n].poll() is None for n in envs) and not self.interrupted:
             self.spin()
             if stop_when_a_node_dies and any(p.poll() not in (None, 0) for n, p in self.procs.items()
                                              if n not in envs):
                 break
         deadline = time.monotonic() + 5.0  # sent and acknowledged before each env node exited
-        while time.monotonic() < deadline and not all(self.stat(n, 'finished', 0) for n in envs):
+        while time.monotonic() < deadline and not self.interrupted and not all(self.stat(n, 'finished', 0)
+                                                                                for n in envs):
             self.spin()
 
     def drain(self, timeout_s: float) -> tuple[dict, dict]:
         """Until everything the collector flushed is stored (at once when a node failed)."""
         from .drain import wait_stored
-        _, col, wr = wait_stored(self.node, timeout_s if not self.failed() else 0.0)
+        _, col, wr = wait_stored(self.node, timeout_s if not (self.failed() or self.interrupted) else 0.0)
         return col, wr
 
     def stop(self) -> None:
@@ -169,6 +185,8 @@ class RosRun:
         if self.node is not None:
             self.node.destroy_node()
         rclpy.try_shutdown()
+        if self.signals is not None:
+            self.signals.uninstall()
 
     def result(self, failed: list[str], col: dict, wr: dict, wall_s: float) -> dict:
         """The run's figures, once every node exited (their exit codes)."""
@@ -177,6 +195,7 @@ class RosRun:
             for k in totals:
                 totals[k] += type(totals[k])(self.stat(n, k, 0))
         return {'wall_s': wall_s, 'collector': col, 'writer': wr, 'failed': failed, **totals,
+                'interrupted': self.interrupted,
                 'exit_codes': {n: p.returncode for n, p in self.procs.items()}, 'logs': self.logs}
 
     def failed(self) -> list[str]:

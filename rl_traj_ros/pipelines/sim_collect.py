@@ -291,8 +291,10 @@ def main(args) -> int:
     if r['writer'].get('rejected', 0):
         print(f"[sim_collect] FAILED: the writer rejected {int(r['writer']['rejected'])} trajectories (see its log)")
         return 1
+    if r.get('interrupted'):
+        print(f"[sim_collect] interrupted ({r['interrupted']}): every node stopped and flushed what it held")
     target = params['franka_env_node'].get('target_successes', 0) * args.num_env_nodes
-    if target and r['successes'] < target:
+    if target and r['successes'] < target and not r.get('interrupted'):
         print(f'[sim_collect] only {r["successes"]} of {target} successful episodes (step cap reached)')
         return 1
     return 0

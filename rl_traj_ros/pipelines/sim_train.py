@@ -182,6 +182,8 @@ def main(args) -> int:
             for k in range(args.num_learners)}
         r = sc.run_ros(params, args.num_env_nodes, str(out), quiet=args.quiet, extra_nodes=learners)
         bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -2)}
+    if r.get('interrupted'):
+        print(f"[sim_train] interrupted ({r['interrupted']}): every node stopped and flushed what it held")
     metrics = read_metrics(out)
     from ..learning.loop import summary
     for m in metrics:
