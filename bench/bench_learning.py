@@ -4,9 +4,9 @@ Task: reach the cube (``task_id`` 1: the pinch point within 2 cm, 50-step episod
 reward -distance, +1 on success), state only, every episode from its own training state id;
 scored on held-out state ids (the table's eval split) with the mean action, 20 episodes per
 snapshot, by one evaluator (``rl_traj_ros/rollout/evaluate.py``) for both.
-  - ROS: ``run sim_train --config config/sim_train_reach.yaml`` (env node 4 envs, policy node,
-    collector, writer, learner node over DDS; synchronous PPO; weights snapshot every 2
-    versions), stopped with SIGINT when the budget is spent; wall time from the command's start
+  - ROS: ``run sim_train --config config/sim_train_reach.yaml --num-env-nodes 2`` (2 env nodes
+    x 2 envs, one per core; policy node, collector, writer, learner node over DDS; synchronous
+    PPO; weights snapshot every 2 versions), stopped with SIGINT when the budget is spent; wall time from the command's start
     (node start-up included);
   - anchor, same run, same wall budget: stable-baselines3 PPO ('MlpPolicy') on the same task as a
     gymnasium env (``GymSimFranka``), tuned (``SB3_TUNED``: VecNormalize of observations and
@@ -173,8 +173,10 @@ def main() -> None:
     ap.add_argument('--set', action='append', default=[], metavar='NODE.KEY=VALUE',
                     help="override a parameter of the task's config (YAML value; NODE '**': every node), e.g. "
                          'policy_node.max_version_lag=1 (asynchronous PPO)')
-    ap.add_argument('--num-env-nodes', type=int, default=1, help='env nodes of the ROS loop (num_envs each)')
+    ap.add_argument('--num-env-nodes', type=int, default=None,
+                    help='env nodes of the ROS loop (num_envs each; default: reach 2, one per core, pick 1)')
     args = ap.parse_args()
+    args.num_env_nodes = args.num_env_nodes or (2 if args.task == 'reach' else 1)
     torch.set_num_threads(1)
     tmp_cfg = tempfile.TemporaryDirectory()
     config = overridden(CONFIGS[args.task], args.set, Path(tmp_cfg.name) / 'config.yaml')
