@@ -71,6 +71,15 @@ def _node_kinds(tmp_path, prefix):
     }, common
 
 
+def _wait_ready(procs):
+    for node, p in procs.items():
+        line, lines = '', []
+        while '] ready' not in line:
+            line = p.stdout.readline()
+            assert line, f'{node} exited before ready:\n' + ''.join(lines)
+            lines.append(line)
+
+
 def test_two_sigints_10ms_apart_never_abort_a_node(tmp_path):
     """A terminal Ctrl-C on `ros2 launch` signals every node, and launch signals it again: each
     node kind gets two SIGINTs 10 ms apart once it is up (exit 0, flushed, no traceback), and a
@@ -95,12 +104,7 @@ def test_two_sigints_10ms_apart_never_abort_a_node(tmp_path):
     try:
         for node, extra in kinds.items():  # up: spinning (the env node waits for a policy node)
             procs[node] = start(node, extra)
-        for node, p in procs.items():
-            line, lines = '', []
-            while '] ready' not in line:
-                line = p.stdout.readline()
-                assert line, f'{node} exited before ready:\n' + ''.join(lines)
-                lines.append(line)
+        _wait_ready(procs)
         time.sleep(1.0)  # the env node's rollout thread waits for a policy node that never comes
         t0 = time.monotonic()
         for p in procs.values():
@@ -138,12 +142,7 @@ def test_forked_nodes_start_and_stop_like_executed_ones(tmp_path):
                                 env, cwd=str(ROOT))
     procs = {node: fork(node, extra) for node, extra in kinds.items()}
     try:
-        for node, p in procs.items():
-            line, lines = '', []
-            while '] ready' not in line:
-                line = p.stdout.readline()
-                assert line, f'{node} exited before ready:\n' + ''.join(lines)
-                lines.append(line)
+        _wait_ready(procs)
         assert len({p.pid for p in procs.values()}) == len(procs)
         assert open(f'/proc/{procs["policy_node"].pid}/comm').read().strip() == 'policy_node'
         time.sleep(1.0)
