@@ -5,7 +5,8 @@ publishes an Intervention: ``[-y, x, z, -roll, -pitch, -yaw]`` (x ``action_scale
 to [-1, 1]) plus the gripper (left button closes, right opens) unless ``no_gripper``; active
 while the motion exceeds the deadzone or a button is held, and for ``latch_s`` after.
 BEST_EFFORT depth 1 with stamps: the env applies only fresh commands.
-``replay_file`` replays recorded raw HID reports instead of opening the device.
+``replay_file`` replays recorded raw HID reports instead of opening the device, from the moment
+a subscriber is matched (a recording is short: played before discovery it would reach nobody).
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ class SpaceMouseTeleopNode(Node):
         self.published = 0
 
     def tick(self) -> None:
+        if self.p['replay_file'] and not self.published and not self.pub.get_subscription_count():
+            return
         state = drain(self.device)
         action, active, buttons = self.teleop.action(state, time.monotonic())
         m = M.Intervention(source_device='spacemouse', env_index=self.p['env_index'], action=action.tolist(),

@@ -197,6 +197,7 @@ def _serve(sock: socket.socket) -> Optional[dict]:
     """Fork a node per request; report pids and exit codes. Returns only in a forked child (its
     request); the server itself exits when the runner is gone and its children have exited."""
     children: dict[int, int] = {}  # pidfd -> pid
+    server = os.getpid()
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     listening = True
@@ -220,7 +221,7 @@ def _serve(sock: socket.socket) -> Optional[dict]:
             request = json.loads(data)
             pid = _fork()
             if pid == 0:
-                _become_node(sock, list(children), request, fds[0])
+                _become_node(sock, list(children), request, fds[0], server)
                 return request
             os.close(fds[0])
             pidfd = os.pidfd_open(pid)
@@ -258,11 +259,10 @@ def _send(sock: socket.socket, msg: dict) -> None:
         pass
 
 
-def _become_node(sock: socket.socket, pidfds: list[int], request: dict, out: int) -> None:
+def _become_node(sock: socket.socket, pidfds: list[int], request: dict, out: int, server: int) -> None:
     """In the forked child: the process a fresh ``python -m`` would be, bar the imports."""
     from ..nodes.stop_signals import install
     install()  # a stop request from here on is kept for the node's loop (it installs the same handlers)
-    server = os.getppid()
     sock.close()
     for fd in pidfds:
         os.close(fd)

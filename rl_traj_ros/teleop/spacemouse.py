@@ -43,7 +43,7 @@ class ReplayHID:
         return cls([(float(r['t']), bytes.fromhex(r['report'])) for r in rows], **kw)
 
     def open(self) -> None:
-        self._start = self._clock()
+        """The recording's clock starts at the first read, not here: the reader decides when."""
 
     def close(self) -> None:
         pass
