@@ -6,8 +6,8 @@ simulator and the learner. A fork server ("zygote", like multiprocessing's forks
 the nodes' modules once; each node is then a fork of it, with those modules already in memory
 (and shared copy-on-write). The node runs as ``python -m rl_traj_ros.nodes.NAME`` would: its module
 executed as ``__main__`` by runpy and the interpreter's own exit path (exit code, traceback,
-atexit, non-daemon threads), in its own session, with the request's environment and working
-directory and its output on a pipe the runner reads.
+atexit, non-daemon threads), in its own session, with the server's environment (one server per
+environment), the request's working directory and its output on a pipe the runner reads.
 
 Fork safety: the server only imports (no ``rclpy.init``, no DDS participant, no threads of its
 own; the imports start OpenBLAS's pool and lttng-ust's listener threads, both fork-aware or not
@@ -40,8 +40,8 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith('linux') el
 
 
 def die_with_parent(parent: int, sig: int = signal.SIGINT) -> None:
-    """In a child before exec (nothing imported there): ``sig`` (SIGINT, a node's orderly end)
-    when the thread that started it dies."""
+    """In a child (before exec, or a forked node): ``sig`` (SIGINT, a node's orderly end) when
+    the thread that started it dies."""
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the request took effect
@@ -95,11 +95,10 @@ class NodeForker:
 
     def __init__(self, env: dict):
         from functools import partial
-        self.env = dict(env)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         self.proc = subprocess.Popen(
-            [sys.executable, '-m', __name__, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=self.env,
+            [sys.executable, '-m', __name__, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=dict(env),
             stdin=subprocess.DEVNULL, start_new_session=True,
             preexec_fn=partial(die_with_parent, os.getpid(), signal.SIGKILL))
         theirs.close()
@@ -111,7 +110,7 @@ class NodeForker:
         self.alive = True
         threading.Thread(target=self._read, daemon=True, name='node-forker').start()
 
-    def spawn(self, cmd: list[str], env: dict, cwd: Optional[str] = None) -> ForkedNode:
+    def spawn(self, cmd: list[str], cwd: Optional[str] = None) -> ForkedNode:
         r, w = os.pipe()
         with self.lock:
             if not self.alive:
@@ -120,7 +119,7 @@ class NodeForker:
             self.next_id += 1
             ident, fut = self.next_id, Future()
             self.pending[ident] = fut
-            request = {'id': ident, 'module': cmd[2], 'argv': cmd[3:], 'env': env, 'cwd': cwd or os.getcwd()}
+            request = {'id': ident, 'module': cmd[2], 'argv': cmd[3:], 'cwd': cwd or os.getcwd()}
             try:
                 socket.send_fds(self.sock, [json.dumps(request).encode()], [w])
             finally:
@@ -181,7 +180,7 @@ def spawn(cmd: list[str], env: dict, cwd: Optional[str] = None) -> ForkedNode:
         forker = _FORKERS.get(key)
         if forker is None or not forker.alive:
             forker = _FORKERS[key] = _STARTER.submit(NodeForker, env).result()
-    return forker.spawn(cmd, env, cwd)
+    return forker.spawn(cmd, cwd)
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -197,7 +196,7 @@ def _serve(sock: socket.socket) -> Optional[dict]:
     """Fork a node per request; report pids and exit codes. Returns only in a forked child (its
     request); the server itself exits when the runner is gone and its children have exited."""
     children: dict[int, int] = {}  # pidfd -> pid
-    server = os.getpid()
+    server, ust = os.getpid(), _lttng_ust()
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     listening = True
@@ -219,7 +218,7 @@ def _serve(sock: socket.socket) -> Optional[dict]:
                 poller.unregister(sock)
                 continue
             request = json.loads(data)
-            pid = _fork()
+            pid = _fork(ust)
             if pid == 0:
                 _become_node(sock, list(children), request, fds[0], server)
                 return request
@@ -241,8 +240,7 @@ def _lttng_ust():
     return ctypes.CDLL(paths[0]) if paths else None
 
 
-def _fork() -> int:
-    ust = _lttng_ust()
+def _fork(ust) -> int:
     if ust is None:
         return os.fork()
     sigset = ctypes.create_string_buffer(128)
@@ -276,8 +274,6 @@ def _become_node(sock: socket.socket, pidfds: list[int], request: dict, out: int
     os.dup2(null, 0)
     os.close(null)
     os.chdir(request['cwd'])
-    os.environ.clear()
-    os.environ.update(request['env'])
     import numpy as np
     import torch
     np.random.seed()  # a fresh process's unseeded streams, not the server's
