@@ -38,7 +38,7 @@ def main() -> None:
     from rl_traj_ros import msg as M
     from rl_traj_ros.data.identity import new_run_id
     from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
-    from rl_traj_ros.nodes.common import make_executor
+    from rl_traj_ros.ros.compat import make_executor
     from rl_traj_ros.ros import conversion as cv
     from rl_traj_ros.ros.qos import DATA_QOS
     os.environ.setdefault('ROS_DOMAIN_ID', str(120 + os.getpid() % 50))

@@ -11,10 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextmanager
-def ros_process(args, ready_line='ready', timeout=30.0, env=None):
-    """Start a python process in this DDS domain; wait for its ready line; SIGINT it after."""
-    p = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, env={**os.environ, **(env or {})}, start_new_session=True)
+def ros_process(args, ready_line='ready', timeout=30.0, env=None, distro=None):
+    """Start a python process in this DDS domain (in another distro's set-up with ``distro``:
+    ``distro_command``); wait for its ready line; SIGINT it after."""
+    cmd, base = distro_command(distro, args) if distro else ([sys.executable, *args], os.environ)
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env={**base, **(env or {})}, start_new_session=True)
     lines = []
     try:
         deadline = time.monotonic() + timeout
@@ -30,6 +32,26 @@ def ros_process(args, ready_line='ready', timeout=30.0, env=None):
         yield p
     finally:
         stop_process(p)
+
+
+OTHER_DISTRO = {'jazzy': 'kilted', 'kilted': 'jazzy'}
+# what env.sh / a venv put into the environment: taken out before another distro's env.sh
+_DISTRO_VARS = ('PYTHONPATH', 'LD_LIBRARY_PATH', 'AMENT_PREFIX_PATH', 'CMAKE_PREFIX_PATH', 'VIRTUAL_ENV',
+                'ROS_DISTRO', 'RL_TRAJ_ROS_DISTRO', 'RL_TRAJ_ROS_VENV', 'COLCON_PREFIX_PATH')
+
+
+def distro_command(distro, args):
+    """``python args`` run in ``distro``'s set-up (its venv and message build, env.sh), as a
+    (command, env) pair for Popen, or None where that distro is not set up in this checkout
+    (``RL_TRAJ_ROS_DISTRO=<distro> bash tools/setup.sh``; .ci/run sets up both)."""
+    if not (ROOT / f'.venv-{distro}').exists() or not (ROOT / '.colcon' / distro / 'install').is_dir():
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in _DISTRO_VARS}
+    venv = os.environ.get('VIRTUAL_ENV', '')
+    env['PATH'] = ':'.join(d for d in env.get('PATH', '').split(':') if not (venv and d.startswith(venv)))
+    env['RL_TRAJ_ROS_DISTRO'] = distro
+    script = f'. {ROOT}/env.sh && exec python "$@"'
+    return ['bash', '-c', script, 'python', *map(str, args)], env
 
 
 def stop_process(p, grace=10.0):

@@ -1,5 +1,8 @@
 """Every message type through real DDS between two processes, with realistic payloads:
-8 envs, two 128x128x3 uint8 cameras, states, a chunk of 7-dof actions."""
+8 envs, two 128x128x3 uint8 cameras, states, a chunk of 7-dof actions; and between the two
+supported distros (a Jazzy process and a Kilted one on one domain)."""
+import os
+import subprocess
 
 import pytest
 import torch
@@ -11,13 +14,32 @@ from rl_traj_ros.collect.collector import TrajectoryCollector, TrajectoryPlan
 from rl_traj_ros.data.schema import ActionChunk, PolicyInput
 from rl_traj_ros.data.synthetic import SyntheticSpec, make_parts
 from rl_traj_ros.data.tree import tree_equal
-from rl_traj_ros.ros import conversion as cv
+from rl_traj_ros.ros import compat, conversion as cv
 from rl_traj_ros.ros.qos import DATA_QOS
 
-from rosutil import ros_process, spin_until, wait_matched
+from rosutil import OTHER_DISTRO, distro_command, ros_process, spin_until, wait_matched
 
 
 def test_every_message_type_round_trips_between_processes(rclpy_context):
+    _round_trip(rclpy_context)
+
+
+def test_a_jazzy_node_and_a_kilted_node_exchange_every_message_type(rclpy_context):
+    """This distro's process and the echo node of the other distro's set-up (its rclpy, Fast DDS
+    and message build) on one domain: PolicyPart, EnvPart and the rest decode to the same tensors."""
+    other = OTHER_DISTRO[os.environ['ROS_DISTRO']]
+    if distro_command(other, []) is None:
+        msg = f'ROS 2 {other} is not set up here: RL_TRAJ_ROS_DISTRO={other} bash tools/setup.sh (.ci/run does)'
+        if os.environ.get('CI'):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    cmd, env = distro_command(other, ['-c', 'from rl_traj_ros.ros import compat; print(compat.rclpy_version()[0])'])
+    theirs = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert int(theirs.stdout.split()[-1]) != compat.rclpy_version()[0], theirs.stderr  # really the other rclpy
+    _round_trip(rclpy_context, distro=other)
+
+
+def _round_trip(rclpy_context, distro=None):
     spec = SyntheticSpec(num_epochs=1, chunks_per_epoch=2, sources=((0, 0),), envs_per_source=8, chunk=8,
                          image_hw=(128, 128), num_extra_views=1, with_reward_model=True)
     parts = list(make_parts(spec))
@@ -37,7 +59,7 @@ def test_every_message_type_round_trips_between_processes(rclpy_context):
         'Intervention': interv,
     }
     assert sum(len(t.data) for t in sent['PolicyPart'].obs.tensors) >= 8 * 128 * 128 * 3 * 2
-    with ros_process(['-m', 'rl_traj_ros.nodes.echo_node']):
+    with ros_process(['-m', 'rl_traj_ros.nodes.echo_node'], distro=distro, timeout=60.0):
         node = rclpy.create_node('roundtrip_test', context=rclpy_context)
         ex = SingleThreadedExecutor(context=rclpy_context)
         ex.add_node(node)

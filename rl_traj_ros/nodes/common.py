@@ -10,6 +10,7 @@ from rclpy.node import Node
 
 from ..params.shared import SHARED
 from ..params.spec import SELECTORS, Config, Spec
+from ..ros import compat
 from .stop_signals import install as install_stop_signals
 
 TOPICS = {
@@ -58,17 +59,6 @@ def declare(node: Node, spec: Spec) -> Config:
                 desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
         node.declare_parameter(name, p.default_for(choice), desc)
     return Config(spec, {name: node.get_parameter(name).value for name in spec})
-
-
-def make_executor():
-    """EventsExecutor where available: 2.4-6x the message rate of the SingleThreadedExecutor
-    here; the MultiThreadedExecutor is pathological in this rclpy (research notes)."""
-    try:
-        from rclpy.experimental import EventsExecutor
-        return EventsExecutor()
-    except ImportError:  # pragma: no cover - older rclpy
-        from rclpy.executors import SingleThreadedExecutor
-        return SingleThreadedExecutor()
 
 
 def serve_stats(node: Node, stats: Callable[[], dict]) -> None:
@@ -123,12 +113,11 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     Signals only set a flag (``stop_signals``): rclpy's own handler would invalidate the context
     before ``shutdown()`` can flush, and a raised KeyboardInterrupt can land inside rclpy's
     destruction on the second signal that launch sends."""
-    from rclpy.signals import SignalHandlerOptions
     stop = install_stop_signals()
     if stop.requested:  # stopped while importing: nothing started, nothing to flush
         return 0
     try:
-        rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+        compat.init(args=args if args is not None else sys.argv)
     except Exception as e:  # noqa: BLE001 - a malformed --ros-args: rcl says which part
         print(f'cannot start: {e}', file=sys.stderr, flush=True)
         return 1
@@ -137,7 +126,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     try:
         node = factory()
         print(f'[{node.get_name()}] ready', flush=True)
-        ex = make_executor()
+        ex = compat.make_executor()
         ex.add_node(node)
         while rclpy.ok() and not getattr(node, 'finished', False) and not stop.requested:
             ex.spin_once(timeout_sec=0.1)

@@ -18,16 +18,14 @@ WRITER_STATS = '/replay_buffer_writer_node/get_stats'
 
 def stats(node, service: str, timeout_s: float = 5.0) -> dict[str, float]:
     """A node's GetStats counters ({} when the service does not answer)."""
-    import rclpy
     from .. import srv as S
+    from ..ros import compat
     cli = node.create_client(S.GetStats, service)
     try:
-        if not cli.wait_for_service(timeout_sec=timeout_s):
-            return {}
-        fut = cli.call_async(S.GetStats.Request())
-        rclpy.spin_until_future_complete(node, fut, timeout_sec=2 * timeout_s)
-        r = fut.result()
-        return dict(zip(r.names, r.values)) if r is not None else {}
+        r = compat.call(cli, S.GetStats.Request(), 3 * timeout_s, node=node)
+        return dict(zip(r.names, r.values))
+    except TimeoutError:
+        return {}
     finally:
         node.destroy_client(cli)
 

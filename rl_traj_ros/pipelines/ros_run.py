@@ -117,12 +117,12 @@ class RosRun:
         with ``interrupted``, instead of rclpy's handler tearing the runner's context down mid-spin."""
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.signals import SignalHandlerOptions
 
+        from ..ros import compat
         from ..nodes.stop_signals import StopSignals
         if threading.current_thread() is threading.main_thread():
             self.signals = StopSignals().install()
-        rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+        compat.init()
         self.node = rclpy.create_node('sim_collect_runner')
         self.node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: self.status.update(
             {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status}), 100)
