@@ -17,9 +17,9 @@ INSTALLERS = ('apt', 'pip', 'packages', 'source')
 
 def resolve(entry, codename, os_name='ubuntu'):
     """``['apt'|'pip', package, ...]`` as rosdep would install ``entry`` on that Ubuntu, else None."""
-    if not isinstance(entry, dict) or os_name not in entry:
+    if not isinstance(entry, dict):
         return None
-    v = entry[os_name]
+    v = entry.get(os_name, entry.get('*'))  # '*': every OS
     if isinstance(v, dict) and not any(k in v for k in INSTALLERS):  # by codename, '*' the default
         v = v.get(codename, v.get('*'))
     if v is None:
