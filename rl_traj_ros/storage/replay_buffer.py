@@ -366,6 +366,8 @@ class TrajectoryReplayBuffer:
             self._total_samples = sum(e.num_samples for e in self._entries)
         # files written but never indexed (crash between rename and index) are not reused
         self._counter = max([self._counter] + [i + 1 for i in ids_on_disk])
+        if not (directory / METADATA_FILE).exists():  # a run stopped before its first trajectory
+            self._write_index(directory, [], self._counter)  # still leaves a buffer that loads (empty)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def _check_open(self) -> None:
