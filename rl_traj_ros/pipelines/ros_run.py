@@ -52,6 +52,9 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
+INTERRUPT_DRAIN_S = 10.0  # after a Ctrl-C: the most the run waits for the env nodes' last parts to be stored
+
+
 class RosRun:
     def __init__(self, params_yaml: str, workdir: str, quiet: bool = False, extra_env: Optional[dict] = None,
                  fork_nodes: bool = True):
@@ -166,10 +169,24 @@ class RosRun:
             self.spin()
 
     def drain(self, timeout_s: float) -> tuple[dict, dict]:
-        """Until everything the collector flushed is stored (at once when a node failed)."""
+        """Until everything the collector flushed is stored (at once when a node failed). After a
+        Ctrl-C the env nodes stop first (each sends the EnvPart of the chunk it executed last), then
+        what they sent is drained for at most ``INTERRUPT_DRAIN_S``: upstream first, so the policy,
+        collector and writer are still up to pass it on and store it."""
         from .drain import wait_stored
-        _, col, wr = wait_stored(self.node, timeout_s if not (self.failed() or self.interrupted) else 0.0)
+        if self.interrupted and not self.failed():
+            self.stop_env_nodes()
+            timeout_s = min(timeout_s, INTERRUPT_DRAIN_S)
+        _, col, wr = wait_stored(self.node, timeout_s if not self.failed() else 0.0)
         return col, wr
+
+    def stop_env_nodes(self, timeout_s: float = 30.0) -> None:
+        envs = [self.procs[n] for n in self.env_names if self.procs[n].poll() is None]
+        for p in envs:
+            _signal_group(p.pid, signal.SIGINT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(p.poll() is None for p in envs):
+            self.spin(0.05)
 
     def stop(self) -> None:
         import rclpy

@@ -168,7 +168,13 @@ class EnvLoop:
         gen = self.worker.run()
         self.phase.enter('the first reset (the robot moving home)')
         req = next(gen)
-        while not self.stop.is_set():
+        while True:
+            if self.stop.is_set():
+                if not (req.sources and req.env_part is not None):
+                    return
+                # stopped after executing a chunk: its EnvPart goes out as a terminal request
+                # (what the policy node relays to the collector at a normal end), not lost
+                req = PolicyInput([], req.obs, req.env_part)
             self.before_request(req)
             msg = self.transport.encode(req)
             if not req.sources:  # terminal request: carries the last EnvPart only
