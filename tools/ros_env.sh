@@ -8,7 +8,7 @@ if [ ! -e "$_RTR_ROOT/.venv-$RL_TRAJ_ROS_DISTRO" ]; then
   return 1
 fi
 _RTR_VENV="$(readlink -f "$_RTR_ROOT/.venv-$RL_TRAJ_ROS_DISTRO")"
-_RTR_SITE="lib/python$_RTR_PY_VERSION/site-packages"
+_RTR_SITE="$(cd "$_RTR_VENV" && ls -d lib/python3.*/site-packages | head -1)"  # the venv's own Python
 _RTR_INSTALL="$_RTR_ROOT/.colcon/$RL_TRAJ_ROS_DISTRO/install/rl_traj_ros"
 _rtr_prepend() { case ":${!1:-}:" in *":$2:"*) ;; *) export "$1=$2${!1:+:${!1}}";; esac; }
 export ROS_DISTRO="$RL_TRAJ_ROS_DISTRO"

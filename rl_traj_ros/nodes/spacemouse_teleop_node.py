@@ -6,7 +6,9 @@ to [-1, 1]) plus the gripper (left button closes, right opens) unless ``no_gripp
 while the motion exceeds the deadzone or a button is held, and for ``latch_s`` after.
 BEST_EFFORT depth 1 with stamps: the env applies only fresh commands.
 ``replay_file`` replays recorded raw HID reports instead of opening the device, from the moment
-a subscriber is matched (a recording is short: played before discovery it would reach nobody).
+a subscriber is matched, plus ``REPLAY_SETTLE_S`` (a recording is short: played before discovery
+it would reach nobody, and the reader matches this writer up to a discovery round after this
+writer matched it: best-effort samples sent in between are dropped by the reader).
 """
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ from ..teleop.spacemouse import ReplayHID, SocketHID, SpaceMouseTeleop, drain, o
 from .common import declare, run_node, topic
 
 
+REPLAY_SETTLE_S = 1.0
+
+
 class SpaceMouseTeleopNode(Node):
     def __init__(self):
         super().__init__('spacemouse_teleop_node')
@@ -38,11 +43,14 @@ class SpaceMouseTeleopNode(Node):
         self.teleop = SpaceMouseTeleop(p['deadzone'], p['latch_s'], p['action_scale'], p['no_gripper'])
         self.pub = self.create_publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
         self.create_timer(1.0 / p['rate_hz'], self.tick)
-        self.published = 0
+        self.published, self.matched_at = 0, None
 
     def tick(self) -> None:
-        if self.p['replay_file'] and not self.published and not self.pub.get_subscription_count():
-            return
+        if self.p['replay_file'] and not self.published:
+            if self.matched_at is None and self.pub.get_subscription_count():
+                self.matched_at = time.monotonic()
+            if self.matched_at is None or time.monotonic() - self.matched_at < REPLAY_SETTLE_S:
+                return
         state = drain(self.device)
         action, active, buttons = self.teleop.action(state, time.monotonic())
         m = M.Intervention(source_device='spacemouse', env_index=self.p['env_index'], action=action.tolist(),
