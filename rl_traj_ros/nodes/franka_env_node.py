@@ -28,7 +28,7 @@ from ..ros import conversion as cv
 from ..ros.images import CameraSubscriber
 from ..ros.qos import DATA_QOS, TELEOP_QOS
 from ..ros.side_topics import SideTopics
-from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
+from .common import LAST_ACK_S, declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
 
 CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to the robot
 
@@ -45,7 +45,7 @@ class FrankaEnvNode(LifecycleNode):
         self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
         self.sub_teleop = self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
                                                    TELEOP_QOS)
-        self.run = EnvRunner(self._make_env, self._make_loop, lambda: wait_acked(self, (self.pub_req,)),
+        self.run = EnvRunner(self._make_env, self._make_loop, lambda: wait_acked(self, (self.pub_req,), LAST_ACK_S),
                              self._closed, log.error, log.warning, p['stall_warn_s'])
         self.gate = TeleopGate(p['require_teleop'], p['teleop_timeout_s'], self.sub_teleop.get_publisher_count,
                                self.sub_teleop.topic_name, self.run.stop, log.info, log.warning, log.error)
