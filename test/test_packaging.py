@@ -45,14 +45,20 @@ def _deps():
     return {e.text.strip() for e in root if e.tag.endswith('depend')}
 
 
+def _unresolved(distro):
+    """(package.xml dependencies neither released by ``distro`` nor rosdep keys on its Ubuntu,
+    the rosdep rules of that Ubuntu)."""
+    d = ROSDISTRO['distros'][distro]
+    keys = ROSDISTRO['rosdep'][d['ubuntu']]
+    return sorted(k for k in _deps() if k not in d['ros_packages'] and k not in keys), keys
+
+
 @pytest.mark.parametrize('distro', SUPPORTED)
 def test_every_package_xml_dependency_resolves_with_rosdep_on_the_distros_ubuntu(distro):
     """What `rosdep install --from-paths src -y --ignore-src` needs on a Jazzy (Kilted) workstation:
     every dependency a package the distro releases or a rosdep key with a rule for its Ubuntu."""
-    d = ROSDISTRO['distros'][distro]
-    keys = ROSDISTRO['rosdep'][d['ubuntu']]
-    unresolved = sorted(k for k in _deps() if k not in d['ros_packages'] and k not in keys)
-    assert unresolved == [], f'no {distro} package or rosdep key on Ubuntu {d["ubuntu"]}: {unresolved}'
+    unresolved, keys = _unresolved(distro)
+    assert unresolved == [], f'no {distro} package or rosdep key on its Ubuntu: {unresolved}'
     lock = (ROOT / 'requirements.lock').read_text().lower()
     for key in sorted(_deps() & set(keys)):  # a pip rule installs what requirements.lock pins
         installer, *names = keys[key]
@@ -76,9 +82,7 @@ def test_the_pip_only_requirements_have_no_rosdep_key_and_are_named_in_package_x
 def test_humble_lacks_no_key_either_but_has_no_wheels_here():
     """A Humble workstation (Ubuntu 22.04) resolves the same keys (docs/setup.md#humble); set-up here
     refuses Humble by name, since the registry has no Humble wheels."""
-    d = ROSDISTRO['distros']['humble']
-    keys = ROSDISTRO['rosdep'][d['ubuntu']]
-    assert sorted(k for k in _deps() if k not in d['ros_packages'] and k not in keys) == []
+    assert _unresolved('humble')[0] == []
     r = subprocess.run(['bash', 'tools/setup.sh'], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, 'RL_TRAJ_ROS_DISTRO': 'humble'})
     assert r.returncode == 2 and 'Humble has no wheels' in r.stderr and 'docs/setup.md#humble' in r.stderr

@@ -1,7 +1,8 @@
-# The ROS 2 distribution of this shell's set-up (sourced by setup.sh, test.sh, run.sh and env.sh):
-# RL_TRAJ_ROS_DISTRO, else ROS_DISTRO (what /opt/ros/<distro>/setup.bash exports), else jazzy,
-# the LTS. Sets RL_TRAJ_ROS_DISTRO (exported) and _RTR_PY, the Python that distro's wheels are
-# built for (docs/setup.md says why each). One table here: no other file names a distro's Python.
+# The ROS 2 distribution of this shell's set-up (sourced by setup.sh and, through ros_env.sh, by
+# env.sh): RL_TRAJ_ROS_DISTRO, else ROS_DISTRO (what /opt/ros/<distro>/setup.bash exports), else
+# jazzy, the LTS. Sets RL_TRAJ_ROS_DISTRO (exported) and _RTR_PY_VERSION, the Python that
+# distro's wheels are built for (docs/setup.md says why each). One table here: no other file
+# names a distro's Python; setup.sh finds the interpreter (env.sh only needs the name).
 export RL_TRAJ_ROS_DISTRO="${RL_TRAJ_ROS_DISTRO:-${ROS_DISTRO:-jazzy}}"
 case "$RL_TRAJ_ROS_DISTRO" in
   jazzy)  _RTR_PY_VERSION=3.12 ;;  # Ubuntu 24.04's Python, apt's Jazzy rclpy; LeRobot's minimum
@@ -15,9 +16,3 @@ case "$RL_TRAJ_ROS_DISTRO" in
          "jazzy (default) or kilted" >&2
     return 2 2>/dev/null || exit 2 ;;
 esac
-_RTR_PY="${RL_TRAJ_ROS_PYTHON:-}"
-if [ -z "$_RTR_PY" ]; then
-  _RTR_PY="$(pyenv root 2>/dev/null || true)/versions"
-  _RTR_PY="$(ls -d "$_RTR_PY/$_RTR_PY_VERSION".*/bin/python 2>/dev/null | sort -V | tail -1 || true)"
-  [ -x "$_RTR_PY" ] || _RTR_PY="$(command -v "python$_RTR_PY_VERSION" || true)"
-fi

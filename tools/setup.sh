@@ -11,6 +11,12 @@ DISTRO="$RL_TRAJ_ROS_DISTRO"
 LOCK="requirements-$DISTRO.lock"
 log() { printf '[setup] %s\n' "$*" >&2; }
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
+_RTR_PY="${RL_TRAJ_ROS_PYTHON:-}"
+if [ -z "$_RTR_PY" ]; then
+  _RTR_PY="$(pyenv root 2>/dev/null || true)/versions"
+  _RTR_PY="$(ls -d "$_RTR_PY/$_RTR_PY_VERSION".*/bin/python 2>/dev/null | sort -V | tail -1 || true)"
+  [ -x "$_RTR_PY" ] || _RTR_PY="$(command -v "python$_RTR_PY_VERSION" || true)"
+fi
 [ -x "$_RTR_PY" ] || { log "ROS 2 $DISTRO needs CPython $_RTR_PY_VERSION (python$_RTR_PY_VERSION not found;" \
   "RL_TRAJ_ROS_PYTHON names another interpreter)"; exit 1; }
 # The venv must live OUTSIDE the source tree: CMake refuses to export targets whose include
