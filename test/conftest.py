@@ -3,10 +3,13 @@
 Other processes on the machine use DDS too; a unique ROS_DOMAIN_ID per run (and per
 xdist worker) keeps their traffic and ours apart. Subprocesses inherit the environment.
 """
+import gc
 import os
 import random
 
 import pytest
+
+from xdist_schedule import pytest_xdist_make_scheduler  # noqa: F401  (a hook: the suite's scheduler)
 
 if 'RL_TRAJ_ROS_TEST_DOMAIN' not in os.environ:
     os.environ['RL_TRAJ_ROS_TEST_DOMAIN'] = str(random.Random(os.getpid() ^ int.from_bytes(os.urandom(4), 'little'))
@@ -29,7 +32,14 @@ def rclpy_context():
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     yield ctx
+    # An executor holds a guard condition of its context and the context holds the executor (its
+    # on_shutdown callback): left alone, both are finalized by a later garbage collection, in whatever
+    # test or thread runs it, after the context is gone. Shut them down here, while it is valid.
+    from rclpy.executors import Executor
+    for ex in [o for o in gc.get_objects() if isinstance(o, Executor) and getattr(o, '_context', None) is ctx]:
+        ex.shutdown(timeout_sec=1.0)
     ctx.try_shutdown()
+    gc.collect()
 
 
 # The longest files first: xdist hands each worker whole files (--dist loadfile) in collection
@@ -44,3 +54,4 @@ def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     order = {id(item): n for n, item in enumerate(items)}
     items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), order[id(item)]))
+
