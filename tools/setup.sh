@@ -55,6 +55,16 @@ if [ "$(cat "$VENV/.req_hash" 2>/dev/null)" != "$req_hash" ]; then
   echo "$req_hash" > "$VENV/.req_hash"
 fi
 
+# 2b. no triton ----------------------------------------------------------------------
+# PyPI's torch for CPython 3.12 (Jazzy) is the CUDA build and brings triton, whose bundled LLVM
+# cannot share a process with Mesa's llvmpipe (MuJoCo's EGL rendering here): loading libtriton
+# after an EGL render segfaults (measured; torch loads it with its first optimizer, and a test
+# worker died so in CI). This package never compiles kernels (no torch.compile); torch runs without it.
+if "$VPY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("triton") is None)' 2>/dev/null; then
+  log "removing triton from the venv (its LLVM breaks EGL rendering; nothing here uses it)"
+  "$VPY" -m pip uninstall -q -y triton
+fi
+
 # 3. message build -----------------------------------------------------------------
 # shellcheck source=/dev/null
 . "$ROOT/tools/ros_env.sh"

@@ -47,6 +47,9 @@ class RowLedger:
         """Chunks with at least one row not yet stored."""
         return len(self._open)
 
+    def unsettled_keys(self) -> list[TrajectoryKey]:
+        return list(self._open)
+
     def awaiting(self) -> int:
         """Emitted outputs not yet acknowledged."""
         return len(self._outputs)

@@ -83,6 +83,10 @@ class Outbox(Generic[M]):
     def __len__(self) -> int:
         return len(self._items)
 
+    def pending(self) -> list[Hashable]:
+        """What is still waiting for acknowledgements, oldest first."""
+        return list(self._items)
+
     def __contains__(self, ident: Hashable) -> bool:
         return ident in self._items
 

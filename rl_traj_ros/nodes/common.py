@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Callable
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
+from ..delivery.stop import StopDrain
 from ..params.shared import SHARED
 from ..params.spec import SELECTORS, Config, Spec
 from ..ros import compat
-from .stop_signals import install as install_stop_signals
+from .stop_signals import STOP, install as install_stop_signals
 
 TOPICS = {
     'policy_input': 'policy_input',    # env -> policy (PolicyInput)
@@ -102,6 +104,12 @@ def diagnostics_publisher(node: Node, period_s: float, counters) -> Callable[[],
 LAST_ACK_S = 60.0
 
 
+def last_ack_s(stop_deadline_s: float) -> float:
+    """How long the env waits for its last request's acknowledgement: ``LAST_ACK_S``, or after a
+    stop signal what is left of its ``stop_deadline_s`` (the nodes downstream end after it)."""
+    return STOP.left_s(stop_deadline_s) if STOP.requested else LAST_ACK_S
+
+
 def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
     """KEEP_ALL publishers hold samples until readers acknowledged them: wait before exiting."""
     from rclpy.duration import Duration
@@ -113,9 +121,27 @@ def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
             node.get_logger().warning(f'{pub.topic_name}: cannot wait for acknowledgements: {e}')
 
 
+def stop_drain(node: Node, inputs: tuple[str, ...], delivered: Callable[[], bool], deadline_s: float,
+               said_done: Callable[[], int] = lambda: 0) -> StopDrain:
+    """The node's end after a stop signal (``delivery.stop``): upstream = publishers on its input
+    topics, less those that ``said_done`` (sent their last message, still flushing)."""
+    names = [topic(node, n) for n in inputs]
+    return StopDrain(lambda: max(0, sum(node.count_publishers(t) for t in names) - said_done()), delivered,
+                     deadline_s)
+
+
+def all_acked(*publishers) -> bool:
+    """Every sample of these KEEP_ALL publishers acknowledged by its readers (now, no waiting)."""
+    from rclpy.duration import Duration
+    return all(pub.wait_for_all_acked(Duration(seconds=0)) for pub in publishers)
+
+
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     """init, spin until SIGINT/SIGTERM or the node asks to stop, then shut down cleanly:
-    the node's ``shutdown()`` flushes whatever it holds before the context goes away.
+    the node's ``shutdown()`` flushes whatever it holds before the context goes away. After a
+    signal, a node with a ``stop_drain`` keeps serving until its upstream is done and what it sent
+    is delivered (``delivery.stop``); from then on further signals are ignored, and the process
+    exits by ``EXIT_BY_S`` after the first one (launch escalates to SIGTERM at 5 s).
 
     Signals only set a flag (``stop_signals``): rclpy's own handler would invalidate the context
     before ``shutdown()`` can flush, and a raised KeyboardInterrupt can land inside rclpy's
@@ -139,6 +165,12 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
             ex.spin_once(timeout_sec=0.1)
         if stop.requested:
             node.get_logger().info(f'{stop.name()}: stopping')
+            drain = getattr(node, 'stop_drain', None)
+            if drain is not None:
+                drain.start(stop.at)
+                while rclpy.ok() and (why := drain.poll()) is None:
+                    ex.spin_once(timeout_sec=0.05)
+                node.get_logger().info(f'{stop.name()}: {why}')
     except Exception as e:  # noqa: BLE001 - report, flush, exit non-zero
         name = node.get_name() if node is not None else getattr(factory, '__name__', 'node')
         print(f'[{name}] fatal: {e}', file=sys.stderr, flush=True)
@@ -149,7 +181,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
                 node.shutdown()  # flushed: from here on nothing is lost
             finally:
                 rc = rc if not hasattr(node, 'exit_code') else (rc or node.exit_code)
-                _exit_if_teardown_hangs(rc)
+                stop.ignore_further()  # a signal now (launch's, at a normal end) would only cut the teardown
+                _exit_if_teardown_hangs(rc, TEARDOWN_S if stop.at is None else EXIT_BY_S - (time.monotonic() - stop.at))
                 if ex is not None:
                     ex.shutdown(timeout_sec=1.0)
                 node.destroy_node()
@@ -157,19 +190,22 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     return rc
 
 
-TEARDOWN_S = 10.0
+TEARDOWN_S = 10.0  # at a normal end
+EXIT_BY_S = 4.8    # after a stop signal, counted from the signal: launch sends SIGTERM at 5 s
 
 
-def _exit_if_teardown_hangs(rc: int) -> None:
+def _exit_if_teardown_hangs(rc: int, within_s: float) -> None:
     """After the node flushed, rclpy's teardown (executor, node, context) can hang on a loaded
     machine (a policy node was seen alive long after its last log line, until SIGKILL). Nothing is
     left to lose then: exit with the node's code instead."""
     import os
     import threading
+    within_s = max(0.2, within_s)
 
     def hard_exit() -> None:
-        print(f'rclpy teardown took over {TEARDOWN_S:g} s after the flush: exiting {rc}', file=sys.stderr, flush=True)
+        print(f'rclpy teardown not done {within_s:.1f} s after the flush: exiting {rc}', file=sys.stderr, flush=True)
+        sys.stdout.flush()
         os._exit(rc)
-    t = threading.Timer(TEARDOWN_S, hard_exit)
+    t = threading.Timer(within_s, hard_exit)
     t.daemon = True
     t.start()

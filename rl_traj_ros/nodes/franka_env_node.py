@@ -28,7 +28,7 @@ from ..ros import conversion as cv
 from ..ros.images import CameraSubscriber
 from ..ros.qos import DATA_QOS, TELEOP_QOS
 from ..ros.side_topics import SideTopics
-from .common import LAST_ACK_S, declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
+from .common import declare, diagnostics_publisher, last_ack_s, run_node, serve_stats, topic, wait_acked
 
 CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to the robot
 
@@ -45,7 +45,8 @@ class FrankaEnvNode(LifecycleNode):
         self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
         self.sub_teleop = self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
                                                    TELEOP_QOS)
-        self.run = EnvRunner(self._make_env, self._make_loop, lambda: wait_acked(self, (self.pub_req,), LAST_ACK_S),
+        self.run = EnvRunner(self._make_env, self._make_loop,
+                             lambda: wait_acked(self, (self.pub_req,), last_ack_s(p['stop_deadline_s'])),
                              self._closed, log.error, log.warning, p['stall_warn_s'])
         self.gate = TeleopGate(p['require_teleop'], p['teleop_timeout_s'], self.sub_teleop.get_publisher_count,
                                self.sub_teleop.topic_name, self.run.stop, log.info, log.warning, log.error)
@@ -120,7 +121,7 @@ class FrankaEnvNode(LifecycleNode):
     def _closed(self, made: bool) -> None:
         if made:  # else configure reports the failure, as the last line
             self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in self.stats().items()))
-        wait_acked(self, (self._publish_status(),), timeout_s=5.0)  # the last status reaches its readers
+        wait_acked(self, (self._publish_status(),), min(5.0, last_ack_s(self.p['stop_deadline_s'])))  # to its readers
 
     def _encode(self, req) -> M.PolicyInput:
         msg = cv.policy_input_to_msg(req)

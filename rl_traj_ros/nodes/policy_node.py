@@ -20,7 +20,7 @@ from ..params.policy_node import POLICY_NODE
 from ..rollout.policy_server import PolicyServer, PolicyTransport
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
-from .common import declare, run_node, topic, wait_acked
+from .common import all_acked, declare, run_node, stop_drain, topic, wait_acked
 
 
 class PolicyNode(Node):
@@ -40,6 +40,11 @@ class PolicyNode(Node):
         self.server = PolicyServer(worker, transport, p['max_version_lag'], p['max_unacked_keys'],
                                    p['resend_after_s'], log.info, log.error)
         self.create_timer(1.0, self.server.tick)
+        # after a stop signal: until every env sent its last request (or is gone) and a collector has every
+        # part (DDS acks; one that matches late gets the unacknowledged ones resent by the 1 s tick)
+        self.stop_drain = stop_drain(self, ('policy_input',), lambda: (self._consumers() or not self.server.policy_out)
+                                     and all_acked(self.pub_policy, self.pub_env), p['stop_deadline_s'],
+                                     lambda: self.server.counters['ended_envs'])
         self._stamp = None
         what = worker.model.describe() if hasattr(worker.model, 'describe') else p['policy']
         log.info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']}): {what}")
@@ -88,8 +93,10 @@ class PolicyNode(Node):
         counters = self.server.summary()
         unacked = counters.pop('unacked')
         self.get_logger().info(f'counters: {counters}, parts without a KeyAck: {unacked}')
-        if unacked:  # the collector still held them: an episode or step not completed
-            self.get_logger().info(f"{unacked} chunks were not acknowledged as stored (see the collector's last lines)")
+        if unacked:  # the collector still held them (an episode or step not completed), or no collector had them
+            keys = sorted(k.as_tuple() for k in self.server.policy_out.pending())[:20]
+            self.get_logger().info(f"{unacked} chunks were not acknowledged as stored (see the collector's last "
+                                   f'lines): {keys}')
 
 
 def main(args=None) -> int:

@@ -2,7 +2,8 @@
 
 Exactly once by TrajectoryId (delivery.sink.ExactlyOnceSink): a re-delivery is acknowledged
 again, never stored twice; a new run into an existing directory appends. TrajectoryAcks go
-out once file, index and directory entries are on disk. Services: ``~/save_checkpoint``
+out once file, index and directory entries are on disk. After a stop signal it keeps taking
+trajectories until no collector publishes any (``delivery.stop``). Services: ``~/save_checkpoint``
 (SaveCheckpoint) and ``~/get_stats`` (GetStats). On shutdown (SIGINT) the buffer is flushed
 and closed, so everything received is on disk.
 """
@@ -21,7 +22,7 @@ from ..delivery.sink import ExactlyOnceSink
 from ..params.writer_node import WRITER_NODE
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from .common import declare, diagnostics_publisher, run_node, serve_stats, topic
+from .common import declare, diagnostics_publisher, run_node, serve_stats, stop_drain, topic
 
 
 class ReplayBufferWriterNode(Node):
@@ -40,6 +41,8 @@ class ReplayBufferWriterNode(Node):
         self.create_service(S.SaveCheckpoint, '~/save_checkpoint', self.on_save)
         serve_stats(self, self.durable_stats)
         diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
+        # after a stop signal: take trajectories until no collector publishes any (delivery.stop)
+        self.stop_drain = stop_drain(self, ('trajectory',), lambda: True, p['stop_deadline_s'])
         self.get_logger().info(f"writing trajectories to {p['output_dir']} ({len(self.buffer)} already there)")
 
     def on_trajectory(self, m: M.Trajectory) -> None:

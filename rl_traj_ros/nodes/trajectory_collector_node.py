@@ -26,7 +26,7 @@ from ..params.collector_node import COLLECTOR_NODE
 from ..assembly import make_plan
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
-from .common import declare, diagnostics_publisher, run_node, serve_stats, topic, wait_acked
+from .common import declare, diagnostics_publisher, run_node, serve_stats, stop_drain, topic, wait_acked
 
 
 class TrajectoryCollectorNode(Node):
@@ -52,6 +52,9 @@ class TrajectoryCollectorNode(Node):
         self.create_subscription(M.EnvPart, topic(self, 'env_part'),
                                  lambda m: self.on_part(m, cv.env_part_from_msg), DATA_QOS)
         serve_stats(self, self.stats)
+        # after a stop signal: until no policy node publishes parts and the writer acknowledged what was flushed
+        self.stop_drain = stop_drain(self, ('policy_part', 'env_part'), lambda: not self.outbox or
+                                     not self.pub.get_subscription_count(), p['stop_deadline_s'])
         self.create_timer(5.0, self.expire)
         diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         if p['stats_period_s'] > 0:
@@ -126,11 +129,15 @@ class TrajectoryCollectorNode(Node):
         wait_acked(self, (self.pub,))
         st = self.stats()
         self.get_logger().info(f'final counters: {st}')
-        open_keys = {k for k, _ in self.collector.open_cells()}
+        if self.outbox:  # the writer is gone (or did not answer in time): say what it did not store
+            self.get_logger().error(f'{len(self.outbox)} trajectories flushed but not acknowledged as stored: '
+                                    f'{sorted(str(i) for i in self.outbox.pending())[:20]} (not written anywhere; '
+                                    'their chunks were not acknowledged to the policy node either)')
+        open_keys = self.collector.ledger.unsettled_keys()  # joined, not stored: an open step or episode
         if open_keys:  # not a loss: what the mode holds until an episode (or step) completes
             self.get_logger().info(f'{len(open_keys)} chunk keys were not stored because their episode or step was '
                                    f"still open when the run ended (mode {self.p['mode']} stores completed ones "
-                                   'only); everything flushed was stored and acknowledged')
+                                   f'only): {sorted(k.as_tuple() for k in open_keys)[:20]}')
 
 
 def main(args=None) -> int:

@@ -1,5 +1,5 @@
 """Parameters of ``franka_env_node`` (sim or franky)."""
-from .shared import SHARED
+from .shared import SHARED, STOP_DEADLINE
 from .spec import Param, pick
 
 ENV_NODE = {
@@ -76,4 +76,5 @@ ENV_NODE = {
     'only_success': Param(False, 'CollectEpisode only_success'),
     'fps': Param(10, 'dataset fps', (1, 1000)),
     'finalize_interval': Param(20, 'CollectEpisode finalize_interval', (0, 1 << 30)),
+    'stop_deadline_s': Param(2.5, STOP_DEADLINE, (0.1, 4.9)),
 }

@@ -4,6 +4,10 @@ from .spec import Param
 GAMMA = 0.99        # the discount every config and factory defaults to (PPO's)
 RLPD_GAMMA = 0.97   # RLPD's, per control step
 GAE_LAMBDA = 0.95
+# One meaning, a default per node (each node's spec): env < policy < collector < writer, so that
+# downstream outlasts upstream, all below launch's SIGTERM at 5 s (delivery/stop.py).
+STOP_DEADLINE = ("after a stop signal (Ctrl-C, launch's SIGINT): the most seconds this node keeps serving while "
+                 'the nodes upstream of it are there and what it sent is not acknowledged')
 
 SHARED = {
     'topic_prefix': Param('/rl_traj', 'namespace of the data-path topics'),

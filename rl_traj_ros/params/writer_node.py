@@ -1,5 +1,5 @@
 """Parameters of ``replay_buffer_writer_node``."""
-from .shared import SHARED
+from .shared import SHARED, STOP_DEADLINE
 from .spec import Param, pick
 
 WRITER_NODE = {
@@ -12,4 +12,5 @@ WRITER_NODE = {
     'max_pending_writes': Param(4, 'writer queue bound (backpressure)', (1, 100000)),
     'dedupe_window': Param(1024, 'newest trajectory identities kept in memory to detect re-deliveries '
                                  '(the index on disk keeps all)', (1, 1 << 24)),
+    'stop_deadline_s': Param(4.0, STOP_DEADLINE, (0.1, 4.9)),
 }

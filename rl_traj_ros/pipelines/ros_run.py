@@ -95,7 +95,7 @@ class RosRun:
             # restart may come from a thread that ends right after (a watchdog, a test's chaos thread)
             proc = self.procs[name] = self._spawner.submit(
                 subprocess.Popen, cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
-                start_new_session=True, preexec_fn=partial(node_forks.die_with_parent, os.getpid())).result()
+                preexec_fn=partial(node_forks.die_with_parent, os.getpid()), **self.process_group()).result()
         sink = self.logs[name] = []
         (self.work / 'node_logs').mkdir(exist_ok=True)
         log_file = open(self.work / 'node_logs' / f'{name}.log', 'a', buffering=1)  # kept with the run's outputs
@@ -108,6 +108,11 @@ class RosRun:
                     if not self.quiet:
                         print(prefix, line, end='', flush=True)
         threading.Thread(target=pump, daemon=True).start()
+
+    def process_group(self) -> dict:
+        """Popen's arguments for an executed node's process group: a session of its own (a Ctrl-C in
+        the runner's terminal reaches the runner alone, which then stops the nodes in order)."""
+        return {'start_new_session': True}
 
     def restart(self, name: str) -> None:
         self.start(name, *self.specs[name])

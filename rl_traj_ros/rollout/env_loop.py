@@ -160,6 +160,15 @@ class EnvLoop:
                 return False
         return self.gate.present()
 
+    def _end(self, obs, env_part=None) -> None:
+        """After a stop: a terminal request, with the EnvPart of the chunk executed last if it was
+        not sent yet. It also tells the policy node that this env sends no more requests (the node
+        stops waiting for it while the env still flushes its episodes: ``delivery.stop``)."""
+        if self.transport.consumer_ready():
+            req = PolicyInput([], obs, env_part)
+            self.before_request(req)
+            self.transport.publish(self.transport.encode(req))
+
     def run(self) -> None:
         """Until the worker's last request went out, or a stop; raises TimeoutError when the
         policy does not answer a chunk in time."""
@@ -170,11 +179,9 @@ class EnvLoop:
         req = next(gen)
         while True:
             if self.stop.is_set():
-                if not (req.sources and req.env_part is not None):
-                    return
                 # stopped after executing a chunk: its EnvPart goes out as a terminal request
                 # (what the policy node relays to the collector at a normal end), not lost
-                req = PolicyInput([], req.obs, req.env_part)
+                return self._end(req.obs, req.env_part)
             self.before_request(req)
             msg = self.transport.encode(req)
             if not req.sources:  # terminal request: carries the last EnvPart only
@@ -186,7 +193,7 @@ class EnvLoop:
             self.phase.enter(f'waiting for the policy node to subscribe to the request for {key}')
             while not self.transport.consumer_ready():
                 if self.stop.is_set():  # Ctrl-C while no policy node is up: stop at once
-                    return
+                    return self._end(req.obs)
                 time.sleep(0.05)
             if self.t_first is None:
                 self.t_first = time.monotonic()
@@ -195,8 +202,8 @@ class EnvLoop:
             self.reply_wait.sent()
             self.phase.enter(f'waiting for the action chunk for {key} (resent every {self.reply_wait.resend_s:g} s)')
             while not self._reply.wait(0.1):
-                if self.stop.is_set():
-                    return
+                if self.stop.is_set():  # (this request carried the last EnvPart)
+                    return self._end(req.obs)
                 due = self.reply_wait.poll()
                 if due == RESEND:
                     self.transport.publish(msg)

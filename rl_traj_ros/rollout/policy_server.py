@@ -45,7 +45,8 @@ class PolicyServer:
         self.policy_out = Outbox(transport.publish_policy, resend_after_s)
         self.env_out = Outbox(transport.publish_env, resend_after_s)
         self.counters = {'requests': 0, 'rejected': 0, 'policy_parts': 0, 'env_parts': 0, 'weight_updates': 0,
-                         'weights_rejected': 0, 'waiting_for_weights': 0, 'model_version': worker.model_version}
+                         'weights_rejected': 0, 'waiting_for_weights': 0, 'model_version': worker.model_version,
+                         'ended_envs': 0}  # terminal requests: env nodes that sent their last one
 
     def reject(self, why: Exception) -> None:
         """A request that cannot be answered (malformed, wrong shapes): counted, logged, nothing else."""
@@ -56,6 +57,7 @@ class PolicyServer:
         """A decoded PolicyInput (``rejected`` counts the malformed ones)."""
         self.counters['requests'] += 1
         key = req.sources[0].key if req.sources else None
+        self.counters['ended_envs'] += key is None
         verdict = self.gate.admit(key, req, len(self.policy_out))
         if verdict == REPEAT:  # the env re-sent a request already answered: the same chunk again
             self.t.resend_chunk(self.gate.reply_for(key))

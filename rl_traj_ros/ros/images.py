@@ -61,7 +61,10 @@ class CameraSubscriber:
         self.frames = frames
         self.context = context
         self.depth = depth
-        self.node = rclpy.create_node(f'{owner_name}_cameras', namespace=namespace or '/', context=context)
+        # no global arguments: launch's `__node:=` remap would rename this helper to its owner's name (two
+        # nodes of one name in `ros2 node list`); its name and namespace are given here, its topics by parameter
+        self.node = rclpy.create_node(f'{owner_name}_cameras', namespace=namespace or '/', context=context,
+                                      use_global_arguments=False)
         self.subs: dict[str, object] = {}
         self.reliability: dict[str, str] = {}
         self._executor = SingleThreadedExecutor(context=context)
