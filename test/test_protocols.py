@@ -2,6 +2,7 @@
 from rl_traj_ros.data.schema import TrajectoryKey
 from rl_traj_ros.delivery.gate import ANSWER, DUPLICATE, HOLD, REPEAT, WAIT, PolicyGate
 from rl_traj_ros.delivery.resend import RESEND, TIMEOUT, ReplyWait
+from rl_traj_ros.delivery.stop import StopDrain
 
 
 def key(step, chunk=0):
@@ -63,3 +64,31 @@ def test_reply_wait_resends_on_schedule_and_gives_up_at_the_deadline():
     assert [t for t, d in seen if d == RESEND] == [6, 12]
     assert [t for t, d in seen if d == TIMEOUT] == [13]
     assert w.waited_s() == 13.0
+
+
+def test_stop_drain_waits_for_upstream_then_delivery_and_gives_up_at_its_deadline():
+    """After a stop signal a node serves until its upstream has been gone for the grace period and
+    what it sent is acknowledged; an upstream that comes back restarts the grace; the deadline ends
+    the wait naming what was left."""
+    now, upstream, delivered = [10.0], [2], [False]
+    drain = StopDrain(lambda: upstream[0], lambda: delivered[0], deadline_s=3.0, grace_s=0.25, clock=lambda: now[0])
+    drain.start(9.5)  # the signal came 0.5 s ago
+    assert drain.poll() is None and abs(drain.left_s() - 2.5) < 1e-9
+    upstream[0] = 0
+    assert drain.poll() is None              # gone, grace not over
+    now[0] += 0.2
+    upstream[0] = 1                           # a publisher seen again (rediscovery): the grace starts over
+    assert drain.poll() is None
+    upstream[0] = 0
+    now[0] += 0.01
+    assert drain.poll() is None
+    now[0] += 0.3
+    assert drain.poll() is None              # upstream done, not delivered yet
+    delivered[0] = True
+    assert drain.poll().startswith('upstream done and everything delivered')
+    late = StopDrain(lambda: 1, lambda: True, deadline_s=3.0, clock=lambda: now[0])
+    late.start(now[0] - 3.0)
+    assert late.poll() == 'stop deadline (3 s) reached: 1 upstream publishers still there'
+    undelivered = StopDrain(lambda: 0, lambda: False, deadline_s=1.0, clock=lambda: now[0])
+    undelivered.start(now[0] - 1.5)
+    assert 'not everything sent was acknowledged' in undelivered.poll() and undelivered.left_s() == 0.0

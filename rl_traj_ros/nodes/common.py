@@ -110,9 +110,16 @@ def last_ack_s(stop_deadline_s: float) -> float:
     return STOP.left_s(stop_deadline_s) if STOP.requested else LAST_ACK_S
 
 
+ACKS_BY_S = 3.5  # after a stop signal no wait for DDS acknowledgements lasts past this (EXIT_BY_S below)
+
+
 def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
-    """KEEP_ALL publishers hold samples until readers acknowledged them: wait before exiting."""
+    """KEEP_ALL publishers hold samples until readers acknowledged them: wait before exiting. DDS
+    acknowledges on the writer's heartbeat (seconds apart in Fast DDS), so after a stop signal the
+    wait ends by ``ACKS_BY_S``: what must be stored is confirmed by the application's own acks."""
     from rclpy.duration import Duration
+    if STOP.requested:
+        timeout_s = min(timeout_s, STOP.left_s(ACKS_BY_S))
     for pub in publishers:
         try:
             if not pub.wait_for_all_acked(Duration(seconds=timeout_s)):

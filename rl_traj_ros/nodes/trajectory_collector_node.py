@@ -126,7 +126,8 @@ class TrajectoryCollectorNode(Node):
         return s
 
     def shutdown(self) -> None:
-        wait_acked(self, (self.pub,))
+        if self.outbox:  # else the writer acknowledged every trajectory: stored, nothing to wait for
+            wait_acked(self, (self.pub,))
         st = self.stats()
         self.get_logger().info(f'final counters: {st}')
         if self.outbox:  # the writer is gone (or did not answer in time): say what it did not store
