@@ -110,7 +110,7 @@ def last_ack_s(stop_deadline_s: float) -> float:
     return STOP.left_s(stop_deadline_s) if STOP.requested else LAST_ACK_S
 
 
-ACKS_BY_S = 3.5  # after a stop signal no wait for DDS acknowledgements lasts past this (EXIT_BY_S below)
+ACKS_BY_S = 3.0  # after a stop signal no wait for DDS acknowledgements lasts past this (EXIT_BY_S below)
 
 
 def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
@@ -198,7 +198,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
 
 
 TEARDOWN_S = 10.0  # at a normal end
-EXIT_BY_S = 4.8    # after a stop signal, counted from the signal: launch sends SIGTERM at 5 s
+EXIT_BY_S = 4.3    # after a stop signal, counted from the signal: launch sends SIGTERM at 5 s
 
 
 def _exit_if_teardown_hangs(rc: int, within_s: float) -> None:

@@ -19,5 +19,5 @@ COLLECTOR_NODE = {
     'stats_period_s': Param(5.0, 'period of the counters log line; 0 = off'),
     'run_id': Param('', 'names this run in every TrajectoryId (a new run into an existing buffer appends); '
                         'keep it across collector restarts. Empty: derived from the start time'),
-    'stop_deadline_s': Param(3.5, STOP_DEADLINE, (0.1, 4.9)),
+    'stop_deadline_s': Param(3.0, STOP_DEADLINE, (0.1, 4.9)),
 }

@@ -76,5 +76,5 @@ ENV_NODE = {
     'only_success': Param(False, 'CollectEpisode only_success'),
     'fps': Param(10, 'dataset fps', (1, 1000)),
     'finalize_interval': Param(20, 'CollectEpisode finalize_interval', (0, 1 << 30)),
-    'stop_deadline_s': Param(2.5, STOP_DEADLINE, (0.1, 4.9)),
+    'stop_deadline_s': Param(2.0, STOP_DEADLINE, (0.1, 4.9)),
 }

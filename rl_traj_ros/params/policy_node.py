@@ -26,5 +26,5 @@ POLICY_NODE = {
                               (1, 1 << 24)),
     'max_version_lag': Param(-1, 'answer a request of step s only with the weights of update >= s - lag '
                                  '(0: synchronous PPO); -1: never wait for weights', (-1, 1 << 30)),
-    'stop_deadline_s': Param(3.0, STOP_DEADLINE, (0.1, 4.9)),
+    'stop_deadline_s': Param(2.5, STOP_DEADLINE, (0.1, 4.9)),
 }

@@ -12,5 +12,5 @@ WRITER_NODE = {
     'max_pending_writes': Param(4, 'writer queue bound (backpressure)', (1, 100000)),
     'dedupe_window': Param(1024, 'newest trajectory identities kept in memory to detect re-deliveries '
                                  '(the index on disk keeps all)', (1, 1 << 24)),
-    'stop_deadline_s': Param(4.0, STOP_DEADLINE, (0.1, 4.9)),
+    'stop_deadline_s': Param(3.5, STOP_DEADLINE, (0.1, 4.9)),
 }
