@@ -7,8 +7,9 @@ publisher left on its input topics, for ``grace_s``: a last message may still be
 and what it sent downstream is delivered, and only then flushes and exits. The env ends first
 (it sends its last chunk's EnvPart), the policy node once no env publishes requests, the
 collector once no policy node publishes parts and the writer acknowledged every trajectory, the
-writer once no collector publishes trajectories. Graph presence, not a marker message: a node
-that crashed or was never there ends the wait as well as one that said goodbye.
+writer once no collector publishes trajectories. Graph presence, less the nodes that said they
+are done (an env's terminal request names it: the env may still be finalizing its dataset): a
+node that crashed or was never there ends the wait as well as one that said goodbye.
 
 Each node has its own deadline after the first signal (``stop_deadline_s``: env < policy <
 collector < writer, all within launch's 5 s before it escalates to SIGTERM): a node whose

@@ -129,12 +129,17 @@ def wait_acked(node: Node, publishers, timeout_s: float = 10.0) -> None:
 
 
 def stop_drain(node: Node, inputs: tuple[str, ...], delivered: Callable[[], bool], deadline_s: float,
-               said_done: Callable[[], int] = lambda: 0) -> StopDrain:
-    """The node's end after a stop signal (``delivery.stop``): upstream = publishers on its input
-    topics, less those that ``said_done`` (sent their last message, still flushing)."""
+               said_done: Callable[[], set] = set) -> StopDrain:
+    """The node's end after a stop signal (``delivery.stop``): upstream = the nodes publishing on
+    its input topics, less those (fully qualified names) that ``said_done`` (sent their last
+    message, still flushing)."""
     names = [topic(node, n) for n in inputs]
-    return StopDrain(lambda: max(0, sum(node.count_publishers(t) for t in names) - said_done()), delivered,
-                     deadline_s)
+
+    def upstream() -> int:
+        done = said_done()
+        return sum(f"{i.node_namespace.rstrip('/')}/{i.node_name}" not in done
+                   for t in names for i in node.get_publishers_info_by_topic(t))
+    return StopDrain(upstream, delivered, deadline_s)
 
 
 def all_acked(*publishers) -> bool:

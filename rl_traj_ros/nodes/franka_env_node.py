@@ -125,7 +125,7 @@ class FrankaEnvNode(LifecycleNode):
 
     def _encode(self, req) -> M.PolicyInput:
         msg = cv.policy_input_to_msg(req)
-        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.stamp, msg.header.frame_id = self.get_clock().now().to_msg(), self.get_fully_qualified_name()
         return msg
 
     def _progress(self) -> None:

@@ -44,7 +44,8 @@ class PolicyNode(Node):
         # part (DDS acks; one that matches late gets the unacknowledged ones resent by the 1 s tick)
         self.stop_drain = stop_drain(self, ('policy_input',), lambda: (self._consumers() or not self.server.policy_out)
                                      and all_acked(self.pub_policy, self.pub_env), p['stop_deadline_s'],
-                                     lambda: self.server.counters['ended_envs'])
+                                     lambda: self.ended_envs)
+        self.ended_envs: set[str] = set()  # env nodes whose terminal request came (header.frame_id: their name)
         self._stamp = None
         what = worker.model.describe() if hasattr(worker.model, 'describe') else p['policy']
         log.info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']}): {what}")
@@ -56,6 +57,8 @@ class PolicyNode(Node):
         except (ValueError, TypeError) as e:  # malformed request: counted, logged, node stays up
             self.server.counters['requests'] += 1
             return self.server.reject(e)
+        if not req.sources:
+            self.ended_envs.add(m.header.frame_id)
         self.server.request(req)
 
     def on_weights(self, m: M.PolicyWeights) -> None:
