@@ -3,7 +3,6 @@
 Other processes on the machine use DDS too; a unique ROS_DOMAIN_ID per run (and per
 xdist worker) keeps their traffic and ours apart. Subprocesses inherit the environment.
 """
-import gc
 import os
 import random
 
@@ -32,14 +31,7 @@ def rclpy_context():
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     yield ctx
-    # An executor holds a guard condition of its context and the context holds the executor (its
-    # on_shutdown callback): left alone, both are finalized by a later garbage collection, in whatever
-    # test or thread runs it, after the context is gone. Shut them down here, while it is valid.
-    from rclpy.executors import Executor
-    for ex in [o for o in gc.get_objects() if isinstance(o, Executor) and getattr(o, '_context', None) is ctx]:
-        ex.shutdown(timeout_sec=1.0)
     ctx.try_shutdown()
-    gc.collect()
 
 
 # The longest files first: xdist hands each worker whole files (--dist loadfile) in collection
@@ -54,4 +46,3 @@ def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     order = {id(item): n for n, item in enumerate(items)}
     items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), order[id(item)]))
-

@@ -2,7 +2,6 @@
 second SIGINT to each node after a gap, SIGTERM at 5 s, SIGKILL at 10 s. Every node exits 0 before
 the SIGTERM, the buffer loads, and every chunk the env executed is stored exactly once or reported
 unstored by key (the collector's open step), at every gap and at several moments of the run."""
-import json
 import os
 import random
 import re
@@ -10,27 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from rl_traj_ros.data.identity import TrajectoryId
-from rl_traj_ros.data.schema import TrajectoryKey
 from rl_traj_ros.pipelines import sim_collect as sc
 from rl_traj_ros.pipelines import sim_train as st
 from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
 
 from launch_signals import SIGTERM_AFTER_S, LaunchLikeRun
+from test_sim_pipeline import by_identity
 
 GAPS = (0.01, 0.3, 0.7, 1.5, 3.0)
 # chunks the env executed before the Ctrl-C (a step is 10 chunks here): mid-step, just after a step
 # ended (the collector's flush and the writer's write under way), and in later steps
 MOMENT = {0.01: 3, 0.3: 10, 0.7: 11, 1.5: 16, 3.0: 20}
-
-
-def _stored_cells(buffer_dir: Path) -> list:
-    index = json.loads((buffer_dir / 'trajectory_index.json').read_text())
-    cells = []
-    for entry in index['trajectories'].values():
-        ident = TrajectoryId.from_json(entry['identity'])
-        cells += ident.cells([TrajectoryKey.from_tuple(k) for k in entry['keys']])
-    return cells
 
 
 def _outcome(run: LaunchLikeRun, ended: dict, out: Path) -> dict:
@@ -41,7 +30,7 @@ def _outcome(run: LaunchLikeRun, ended: dict, out: Path) -> dict:
                  if n not in ended or ended[n][0] != 0 or ended[n][1] >= SIGTERM_AFTER_S}
     buf = TrajectoryReplayBuffer(sample_window_size=0)
     buf.load_checkpoint(str(out / 'replay_buffer'))  # whole: index, metadata and every file
-    cells = _stored_cells(out / 'replay_buffer')
+    _, cells = by_identity(out / 'replay_buffer')
     executed = sum(int(re.search(r'done: .*?\bchunks=(\d+)', logs[n]).group(1)) for n in run.env_names)
     m = re.search(r'(\d+) chunk keys were not stored because', logs['collector'])
     reported = int(m.group(1)) if m else 0

@@ -73,7 +73,7 @@ def test_stop_drain_waits_for_upstream_then_delivery_and_gives_up_at_its_deadlin
     now, upstream, delivered = [10.0], [2], [False]
     drain = StopDrain(lambda: upstream[0], lambda: delivered[0], deadline_s=3.0, grace_s=0.25, clock=lambda: now[0])
     drain.start(9.5)  # the signal came 0.5 s ago
-    assert drain.poll() is None and abs(drain.left_s() - 2.5) < 1e-9
+    assert drain.poll() is None
     upstream[0] = 0
     assert drain.poll() is None              # gone, grace not over
     now[0] += 0.2
@@ -91,4 +91,4 @@ def test_stop_drain_waits_for_upstream_then_delivery_and_gives_up_at_its_deadlin
     assert late.poll() == 'stop deadline (3 s) reached: 1 upstream publishers still there'
     undelivered = StopDrain(lambda: 0, lambda: False, deadline_s=1.0, clock=lambda: now[0])
     undelivered.start(now[0] - 1.5)
-    assert 'not everything sent was acknowledged' in undelivered.poll() and undelivered.left_s() == 0.0
+    assert 'not everything sent was acknowledged' in undelivered.poll()

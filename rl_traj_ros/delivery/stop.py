@@ -56,11 +56,5 @@ class StopDrain:
             return f'stop deadline ({self.deadline_s:g} s) reached: {what}'
         return None
 
-    def left_s(self) -> float:
-        """Seconds left to the deadline (what a last bounded wait may take)."""
-        if self.t0 is None:
-            return self.deadline_s
-        return max(0.0, self.t0 + self.deadline_s - self.clock())
-
 
 __all__ = ['GRACE_S', 'StopDrain']

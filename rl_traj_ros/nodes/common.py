@@ -198,7 +198,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
                 if ex is not None:
                     ex.shutdown(timeout_sec=1.0)
                 node.destroy_node()
-        rclpy.try_shutdown()
+        rclpy.try_shutdown()  # (rcl's logging flushed and closed here)
+    if stop.requested:  # everything flushed and shut down: the interpreter's finalization (torch's teardown,
+        exit_now(rc)    # 0.5 s quiet, seconds on a loaded machine, past launch's 5 s) has nothing left to save
     return rc
 
 
@@ -210,14 +212,26 @@ def _exit_if_teardown_hangs(rc: int, within_s: float) -> None:
     """After the node flushed, rclpy's teardown (executor, node, context) can hang on a loaded
     machine (a policy node was seen alive long after its last log line, until SIGKILL). Nothing is
     left to lose then: exit with the node's code instead."""
-    import os
     import threading
     within_s = max(0.2, within_s)
 
     def hard_exit() -> None:
         print(f'rclpy teardown not done {within_s:.1f} s after the flush: exiting {rc}', file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(rc)
+        exit_now(rc)
     t = threading.Timer(within_s, hard_exit)
     t.daemon = True
     t.start()
+
+
+def exit_now(rc: int) -> None:
+    """Exit without the interpreter's finalization, after flushing Python's and C's stdio buffers
+    (rcutils writes the console log with C stdio; on a pipe it is block-buffered)."""
+    import ctypes
+    import os
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or its reader gone: nothing to keep
+            pass
+    ctypes.CDLL(None).fflush(None)
+    os._exit(rc)

@@ -44,8 +44,7 @@ class PolicyNode(Node):
         # part (DDS acks; one that matches late gets the unacknowledged ones resent by the 1 s tick)
         self.stop_drain = stop_drain(self, ('policy_input',), lambda: (self._consumers() or not self.server.policy_out)
                                      and all_acked(self.pub_policy, self.pub_env), p['stop_deadline_s'],
-                                     lambda: self.ended_envs)
-        self.ended_envs: set[str] = set()  # env nodes whose terminal request came (header.frame_id: their name)
+                                     lambda: self.server.ended_envs)
         self._stamp = None
         what = worker.model.describe() if hasattr(worker.model, 'describe') else p['policy']
         log.info(f"policy '{p['policy']}' ready (C={p['chunk']}, A={p['action_dim']}): {what}")
@@ -57,9 +56,7 @@ class PolicyNode(Node):
         except (ValueError, TypeError) as e:  # malformed request: counted, logged, node stays up
             self.server.counters['requests'] += 1
             return self.server.reject(e)
-        if not req.sources:
-            self.ended_envs.add(m.header.frame_id)
-        self.server.request(req)
+        self.server.request(req, m.header.frame_id)  # (the env node's name)
 
     def on_weights(self, m: M.PolicyWeights) -> None:
         data, path, sha = bytes(m.data), m.path, m.sha256

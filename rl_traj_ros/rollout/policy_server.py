@@ -46,18 +46,22 @@ class PolicyServer:
         self.env_out = Outbox(transport.publish_env, resend_after_s)
         self.counters = {'requests': 0, 'rejected': 0, 'policy_parts': 0, 'env_parts': 0, 'weight_updates': 0,
                          'weights_rejected': 0, 'waiting_for_weights': 0, 'model_version': worker.model_version,
-                         'ended_envs': 0}  # terminal requests: env nodes that sent their last one
+                         'ended_envs': 0}
+        self.ended_envs: set[str] = set()  # the senders of terminal requests: env nodes that sent their last one
 
     def reject(self, why: Exception) -> None:
         """A request that cannot be answered (malformed, wrong shapes): counted, logged, nothing else."""
         self.counters['rejected'] += 1
         self.error(f'rejected PolicyInput: {why}')
 
-    def request(self, req) -> None:
-        """A decoded PolicyInput (``rejected`` counts the malformed ones)."""
+    def request(self, req, sender: str = '') -> None:
+        """A decoded PolicyInput from ``sender`` (the env node's name; ``rejected`` counts the
+        malformed ones)."""
         self.counters['requests'] += 1
         key = req.sources[0].key if req.sources else None
-        self.counters['ended_envs'] += key is None
+        if key is None:
+            self.ended_envs.add(sender)
+            self.counters['ended_envs'] = len(self.ended_envs)
         verdict = self.gate.admit(key, req, len(self.policy_out))
         if verdict == REPEAT:  # the env re-sent a request already answered: the same chunk again
             self.t.resend_chunk(self.gate.reply_for(key))
