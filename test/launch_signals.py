@@ -39,6 +39,12 @@ class LaunchLikeRun(RosRun):
             assert not self.failed(), f'nodes failed before the signal: {self.failed()}'
             self.spin(0.05)
 
+    def wait_connected(self, timeout_s: float = 60.0) -> None:
+        """Until the collector joined a chunk and matched a writer: a Ctrl-C before DDS discovery
+        paired them loses what the collector holds (it says so), which is not what these tests measure."""
+        self.wait_for('collector', 'joined', 1, timeout_s)
+        self.wait_for('collector', 'writers', 1, timeout_s)
+
     def ctrl_c(self, gap_s: float) -> dict[str, tuple[int, float, str]]:
         """SIGINT to the group, after ``gap_s`` SIGINT to each node still running, SIGTERM at 5 s,
         SIGKILL at 10 s: each node's (exit code, seconds after the first signal, the last signal it got)."""

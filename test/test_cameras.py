@@ -75,6 +75,23 @@ def test_observation_takes_the_newest_frame_within_the_tolerance():
     assert obs['extra_view_images'].shape == (1, 16, 16, 3) and int(obs['extra_view_images'][0, 0, 0, 0]) == 14
 
 
+def test_a_step_waits_within_the_tolerance_for_a_frame_newer_than_the_last_steps():
+    """A driver that paused (a loaded machine): the next step takes a newer frame if one comes
+    within the tolerance window, else the previous one again, after at most the tolerance."""
+    import threading
+    f, clock = _frames(tolerance=0.2, wait=1.0)
+    for cam in ('front', 'wrist'):
+        f.put(cam, 99.99, _img(1))
+    assert int(f.observation()['main_images'][0, 0, 0]) == 1
+    for cam in ('front', 'wrist'):
+        threading.Timer(0.05, f.put, (cam, 100.05, _img(2))).start()
+    t0 = time.monotonic()
+    assert int(f.observation()['main_images'][0, 0, 0]) == 2 and time.monotonic() - t0 >= 0.04  # waited for it
+    t0 = time.monotonic()
+    assert int(f.observation()['main_images'][0, 0, 0]) == 2  # none newer came: the same frame again
+    assert 0.15 <= time.monotonic() - t0 < 0.9  # after the tolerance window (0.2 s), not camera_wait_s
+
+
 def test_a_lagging_camera_waits_then_fails_naming_it():
     f, clock = _frames(wait=0.3)
     f.put('front', 99.99, _img(1))

@@ -22,15 +22,15 @@ GAPS = (0.01, 0.3, 0.7, 1.5, 3.0)
 MOMENT = {0.01: 3, 0.3: 10, 0.7: 11, 1.5: 16, 3.0: 20}
 
 
-def _outcome(run: LaunchLikeRun, ended: dict, out: Path) -> dict:
+def _outcome(run: LaunchLikeRun, ended: dict, buffer_dir: Path) -> dict:
     """What a Ctrl-C left: late or non-zero exits, tracebacks, cells stored twice, and chunks the
     env executed that are neither stored nor reported unstored by the collector (lost)."""
     logs = {n: (run.work / 'node_logs' / f'{n}.log').read_text() for n in run.procs}
     bad_exits = {n: ended.get(n) for n in run.procs
                  if n not in ended or ended[n][0] != 0 or ended[n][1] >= SIGTERM_AFTER_S}
     buf = TrajectoryReplayBuffer(sample_window_size=0)
-    buf.load_checkpoint(str(out / 'replay_buffer'))  # whole: index, metadata and every file
-    _, cells = by_identity(out / 'replay_buffer')
+    buf.load_checkpoint(str(buffer_dir))  # whole: index, metadata and every file
+    _, cells = by_identity(buffer_dir)
     executed = sum(int(re.search(r'done: .*?\bchunks=(\d+)', logs[n]).group(1)) for n in run.env_names)
     m = re.search(r'(\d+) chunk keys were not stored because', logs['collector'])
     reported = int(m.group(1)) if m else 0
@@ -39,8 +39,8 @@ def _outcome(run: LaunchLikeRun, ended: dict, out: Path) -> dict:
             'lost': executed - len({key for key, _ in cells}) - reported, 'ended': ended, 'logs': logs}
 
 
-def _check(run: LaunchLikeRun, ended: dict, out: Path) -> None:
-    o = _outcome(run, ended, out)
+def _check(run: LaunchLikeRun, ended: dict, buffer_dir: Path) -> None:
+    o = _outcome(run, ended, buffer_dir)
     assert not o['bad_exits'], (o['bad_exits'], {n: o['logs'][n][-2000:] for n in o['bad_exits']})
     assert not o['tracebacks'] and o['twice'] == 0, o
     assert o['lost'] == 0, (o['executed'], o['reported_unstored'], o['logs']['collector'][-2000:])
@@ -60,10 +60,11 @@ def test_sim_collect_ends_whole_on_a_launch_ctrl_c(tmp_path, gap_s):
     try:
         run.start_pipeline(1)
         run.wait_for('env_0', 'chunks', MOMENT[gap_s])
+        run.wait_connected()
         ended = run.ctrl_c(gap_s)
     finally:
         run.stop()
-    _check(run, ended, tmp_path)
+    _check(run, ended, tmp_path / 'replay_buffer')
 
 
 def test_sim_train_ends_whole_on_a_launch_ctrl_c(tmp_path):
@@ -73,10 +74,11 @@ def test_sim_train_ends_whole_on_a_launch_ctrl_c(tmp_path):
     try:
         run.start_pipeline(1, {'learner': ('learner_node', [])})
         run.wait_for('env_0', 'chunks', 13)
+        run.wait_connected()
         ended = run.ctrl_c(0.7)
     finally:
         run.stop()
-    _check(run, ended, tmp_path)
+    _check(run, ended, tmp_path / 'replay_buffer')
 
 
 @pytest.mark.skipif(not os.environ.get('RL_TRAJ_ROS_SOAK'), reason='opt-in soak: RL_TRAJ_ROS_SOAK=<runs> (~12 s each)')
@@ -93,10 +95,11 @@ def test_soak_ctrl_c_at_random_moments_and_gaps(tmp_path):
         try:
             run.start_pipeline(1)
             run.wait_for('env_0', 'chunks', moment)
+            run.wait_connected()
             ended = run.ctrl_c(gap)
         finally:
             run.stop()
-        o = _outcome(run, ended, tmp_path / f'run_{i}')
+        o = _outcome(run, ended, tmp_path / f'run_{i}' / 'replay_buffer')
         slowest = max([slowest] + [t for _, t, _ in ended.values()])
         print(f"soak {i}: gap {gap} s, after {moment} chunks: exits {ended}, executed {o['executed']}, "
               f"unstored (open step) {o['reported_unstored']}, lost {o['lost']}, twice {o['twice']}", flush=True)

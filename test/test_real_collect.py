@@ -291,3 +291,29 @@ def test_real_eval_runs_a_lerobot_checkpoint_with_the_operator_able_to_take_over
     marks = {row['complementary_info.is_intervention'][0] if isinstance(row['complementary_info.is_intervention'], list)
              else row['complementary_info.is_intervention'] for row in frames}
     assert marks == {0.0, 1.0}, marks
+
+
+def test_real_collect_ends_whole_on_a_launch_ctrl_c(franky_sim, tmp_path):
+    """real_collect against franky-sim with the scripted SpaceMouse operator and a camera stand-in,
+    stopped as `ros2 launch` does it (test/launch_signals.py: SIGINT to the group, again to each node
+    0.3 s later) mid-episode: every node, the teleop node too, exits 0 before launch's SIGTERM, the
+    demos load, and every chunk the robot executed is stored once or listed as its open episode."""
+    from rl_traj_ros.pipelines import real_collect as rc
+    from rl_traj_ros.pipelines.sim_collect import params_yaml
+    from launch_signals import LaunchLikeRun
+    from test_launch_signals import _check
+    port = free_udp_port()
+    cfg = rc.check_config(rc.apply_overrides(rc.load_config(rc.DEFAULT_CONFIG), franky_sim, str(tmp_path / 'demos'),
+                                             str(tmp_path / 'logs'), episodes=100, hid_udp_port=port,
+                                             cameras=['front=/lsig_cam/front/image_raw']))
+    params, extra = rc.node_params(cfg, tmp_path)
+    run = LaunchLikeRun(params_yaml(params), tmp_path / 'run')
+    with scripted_cell(port, (0.5, 0.0, 0.3), [('/lsig_cam/front/image_raw', [])]):
+        try:
+            run.start_pipeline(1, extra)
+            run.wait_for('env_0', 'chunks', 6)
+            run.wait_connected()
+            ended = run.ctrl_c(0.3)
+        finally:
+            run.stop()
+    _check(run, ended, Path(params['replay_buffer_writer_node']['output_dir']))

@@ -129,6 +129,7 @@ class CameraFrames:
         self._frames = {c.name: deque(maxlen=1024) for c in self.cameras}
         self._cond = threading.Condition()
         self._error: dict[str, str] = {}  # a camera that cannot work (wrong message type), named
+        self._taken: dict[str, float] = {}  # the stamp of the frame the last step took, per camera
         self.received = {c.name: 0 for c in self.cameras}
         self.rejected = {c.name: 0 for c in self.cameras}
 
@@ -186,9 +187,13 @@ class CameraFrames:
                 self._cond.wait(left)
 
     def frame(self, name: str, t_state: float) -> tuple[float, np.ndarray]:
-        """The newest frame within ``tolerance_s`` of ``t_state``; waits up to ``wait_s`` for one."""
+        """The newest frame within ``tolerance_s`` of ``t_state``; waits up to ``wait_s`` for one.
+        The frame the previous step took is taken again only when no newer one within the
+        tolerance comes in time (until ``t_state + tolerance_s``): a driver that paused briefly
+        (a loaded machine) delays the step a little instead of repeating an image."""
         deadline = time.monotonic() + self.wait_s
         tol = self.tolerance_s
+        fresh_until = time.monotonic() + max(0.0, t_state + tol - self.clock())
         with self._cond:
             while True:
                 if name in self._error:
@@ -197,7 +202,12 @@ class CameraFrames:
                 match = [f for f in frames if abs(f.stamp - t_state) <= tol]
                 if match:
                     f = max(match, key=lambda f: f.stamp)
-                    return f.stamp, self._image(name, f)
+                    left = fresh_until - time.monotonic()
+                    if f.stamp > self._taken.get(name, float('-inf')) or left <= 0:
+                        self._taken[name] = f.stamp
+                        return f.stamp, self._image(name, f)
+                    self._cond.wait(left)  # the previous step's frame: a newer one may still come
+                    continue
                 if frames and frames[0].stamp > t_state + tol:
                     raise CameraError(f'{self._label(name)}: frames are {frames[0].stamp - t_state:.3f} s ahead of '
                                       'the robot state: are the camera and this machine on one clock?')

@@ -123,6 +123,7 @@ class TrajectoryCollectorNode(Node):
         s['unsettled_keys'] = self.collector.ledger.unsettled()
         s['completed_keys_held'] = self.collector.joiner.completed_keys_held()
         s['resent'] = self.outbox.resent
+        s['writers'] = self.pub.get_subscription_count()  # matched: 0 while discovery has not paired them
         return s
 
     def shutdown(self) -> None:
