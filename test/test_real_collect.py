@@ -30,11 +30,14 @@ def _free_host() -> str:
 
 
 @pytest.fixture(scope='module')
-def franky_sim():
-    """franky-sim on its own address, verified to be the process answering there."""
+def franky_sim(tmp_path_factory):
+    """franky-sim on its own address, verified to be the process answering there. Its output goes
+    to a file under the test's tmp directory (read when it did not start; kept to diagnose a stalled
+    motion: a pipe nobody reads would also block it once full)."""
     host = _free_host()
     exe = Path(sys.executable).with_name('franky-sim')
-    p = subprocess.Popen([str(exe), '-s', 'mujoco', '--hostname', host], stdout=subprocess.PIPE,
+    log = tmp_path_factory.mktemp('franky_sim') / 'franky_sim.log'
+    p = subprocess.Popen([str(exe), '-s', 'mujoco', '--hostname', host], stdout=open(log, 'w'),
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 30
     while time.time() < deadline and p.poll() is None:
@@ -46,7 +49,7 @@ def franky_sim():
             break
         time.sleep(0.2)
     else:
-        out = p.stdout.read() if p.poll() is not None else ''
+        out = log.read_text()
         stop_process(p)
         pytest.fail(f'franky-sim did not start on {host}: {out[-2000:]}')
     yield host
