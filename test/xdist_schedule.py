@@ -12,7 +12,9 @@ def pytest_xdist_make_scheduler(config, log):
 
     So: only unfinished files go back, less the test the worker died in (xdist has reported it
     failed; run again, it would take the replacement down too), and a worker is topped up until it
-    holds more than two tests or the queue is empty (then it is told to finish)."""
+    holds more than two tests or the queue is empty (then it is told to finish). Work sent to a
+    worker that has just died (its reports came in before its death did: an INTERNALERROR, "cannot
+    send", in xdist itself) goes back with the rest of its workload."""
     if config.getvalue('dist') != 'loadfile':
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -30,12 +32,15 @@ def pytest_xdist_make_scheduler(config, log):
             return crashitem
 
         def _reschedule(self, node):
-            while not node.shutting_down:
-                if not self.workqueue:
-                    node.shutdown()
-                    return
-                if self._pending_of(self.assigned_work[node]) > 2:
-                    return
-                self._assign_work_unit(node)
+            try:
+                while not node.shutting_down:
+                    if not self.workqueue:
+                        node.shutdown()
+                        return
+                    if self._pending_of(self.assigned_work[node]) > 2:
+                        return
+                    self._assign_work_unit(node)
+            except OSError:  # execnet's "cannot send": the worker died since its last report; its
+                return       # errordown follows, and remove_node puts what it was given back
 
     return Scheduling(config, log)
