@@ -135,8 +135,11 @@ def _wait_catching_sigint(p, timeout=60.0):
     that moment under load."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and p.poll() is None:
-        with open(f'/proc/{p.pid}/status') as f:
-            caught = int(next(line.split()[1] for line in f if line.startswith('SigCgt:')), 16)
+        try:
+            with open(f'/proc/{p.pid}/status') as f:
+                caught = int(next(line.split()[1] for line in f if line.startswith('SigCgt:')), 16)
+        except (FileNotFoundError, ProcessLookupError):  # it exited between poll() and the read: poll() says so next
+            continue
         if caught & (1 << (signal.SIGINT - 1)):
             return
         time.sleep(0.005)

@@ -205,7 +205,7 @@ def test_no_node_outlives_a_killed_runner(tmp_path):
         for task in Path(f'/proc/{pid}/task').glob('*'):
             try:
                 kids = [int(x) for x in (task / 'children').read_text().split()]
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):  # the thread or process ended while being read
                 continue
             for kid in kids:
                 out += [kid, *descendants(kid)]
@@ -214,7 +214,7 @@ def test_no_node_outlives_a_killed_runner(tmp_path):
     def alive(pid):
         try:
             return Path(f'/proc/{pid}/stat').read_text().split(')')[1].split()[0] != 'Z'
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or reaped between open and read (ESRCH)
             return False
     env_log = tmp_path / 'out' / 'node_logs' / 'env_0.log'
     deadline = time.monotonic() + 120  # every node past its start-up lines: quiet, as in a long run
