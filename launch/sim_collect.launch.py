@@ -66,7 +66,8 @@ def _nodes(context):
                              steps=number('steps'), image_storage=arg['image_storage'] or None,
                              checkpoint=arg['checkpoint'] or None, observation=arg['observation'] or None,
                              eval_episodes=number('eval_episodes'))
-    from rl_traj_ros.pipelines.launch_support import run_outputs, supervise
+    from rl_traj_ros.pipelines.launch_support import identify, run_outputs, supervise
+    run_id = identify(params)  # one run id and secret for its nodes: another run in the domain is kept out
     env, banner = run_outputs('sim_collect', arg['output_dir'])
     services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
                      additional_env=env) for name in ('replay_buffer_writer_node', 'trajectory_collector_node',
@@ -75,7 +76,7 @@ def _nodes(context):
                  parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen', additional_env=env)
             for rank in range(n_env)]
     # ends with exit 0 once the env nodes are done and everything is stored; 1 if a node fails
-    return banner + services + envs + supervise(envs, services)
+    return banner + services + envs + supervise(envs, services, run_id)
 
 
 def generate_launch_description():

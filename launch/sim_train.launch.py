@@ -32,7 +32,7 @@ ARGS = {
 
 def _nodes(context):
     """The CLI's effective parameters (``sim_train.train_params``), one dict per node."""
-    from rl_traj_ros.pipelines.launch_support import run_outputs, supervise
+    from rl_traj_ros.pipelines.launch_support import identify, run_outputs, supervise
     from rl_traj_ros.pipelines.sim_train import DEFAULT_OUTPUT_ROOT, draw_learning_curve, train_params
     arg = {k: LaunchConfiguration(k).perform(context) for k in ARGS}
     share = os.path.join(get_package_share_directory('rl_traj_ros'), 'config')
@@ -45,6 +45,7 @@ def _nodes(context):
     ranks = int(arg['num_learners'])
     params = train_params(arg['config'], n_env, arg['output_dir'], int(arg['steps']) if arg['steps'] else None,
                           ranks, algo=arg['algo'] or None, demos=arg['demos_dir'] or None)
+    run_id = identify(params)  # one run id and secret for its nodes: another run in the domain is kept out
     # like the CLI: node_logs/, the absolute output directory, learning_curve.png when ros2 launch ends
     env, banner = run_outputs('sim_train', arg['output_dir'], at_exit=draw_learning_curve)
     services = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
@@ -57,9 +58,9 @@ def _nodes(context):
                  parameters=[{**params['franka_env_node'], 'env_rank': rank}], output='screen', additional_env=env)
             for rank in range(n_env)]
     if params['learner_node'].get('algorithm') == 'rlpd':  # trains until stopped: done with the env nodes
-        return banner + services + learners + envs + supervise(envs, services + learners)
+        return banner + services + learners + envs + supervise(envs, services + learners, run_id)
     # the job is done when the env nodes and the learners (after their last update) exited 0
-    return banner + services + learners + envs + supervise(envs + learners, services)
+    return banner + services + learners + envs + supervise(envs + learners, services, run_id)
 
 
 def generate_launch_description():

@@ -9,9 +9,10 @@ import sys
 # of silently ignored (test_cli_options.py checks the table against each pipeline's code).
 PIPELINE_OPTIONS = {
     'sim_collect': {'config', 'num_env_nodes', 'num_envs', 'episodes', 'steps', 'output_dir', 'policy', 'observation',
-                    'image_obs', 'image_storage', 'in_process', 'checkpoint', 'eval_episodes', 'quiet'},
+                    'image_obs', 'image_storage', 'in_process', 'checkpoint', 'eval_episodes', 'quiet', 'run_id',
+                    'secret_file'},
     'sim_train': {'config', 'num_env_nodes', 'num_envs', 'steps', 'output_dir', 'in_process', 'algo', 'demos_dir',
-                  'num_learners', 'eval_episodes', 'warm_start', 'quiet'},
+                  'num_learners', 'eval_episodes', 'warm_start', 'quiet', 'run_id', 'secret_file'},
     'sim_eval': {'config', 'algo', 'checkpoint', 'eval_episodes', 'output_dir'},
     'real_collect': {'config', 'robot_ip', 'demos_dir', 'log_dir', 'episodes', 'hid_udp_port', 'image_storage',
                      'camera', 'camera_driver', 'quiet'},
@@ -70,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
                      "sim_collect/real_eval --policy lerobot: lerobot-train's .../checkpoints/<N>/pretrained_model")
     run.add_argument('--warm-start', default=None,
                      help='sim_train: behaviour-clone the actor on the LeRobot datasets under this directory first')
+    run.add_argument('--run-id', default=None, help="sim_collect, sim_train: this run's id (default: a new one); "
+                     'a node started beside the run (a teleop device, a tool) joins it with the same run_id')
+    run.add_argument('--secret-file', default=None, help='sim_collect, sim_train: sign and check commands with this '
+                     'secret (hex, mode 600; default: a new one for the run, removed at its end)')
     run.add_argument('--quiet', action='store_true')
     sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)
     sub.add_parser('dataset-frames', help='LeRobot dataset -> per-episode jpg + txt folders', add_help=False)

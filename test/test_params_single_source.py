@@ -97,7 +97,8 @@ READERS = ('rollout/workers.py',            # RolloutConfig: the env node's roll
            'envs/sim_franka.py',            # sim_env_from_params: the sim env and its state ids
            'ros/images.py',                 # CameraSubscriber.from_params: the camera topics
            'episodes/collect_episode.py',   # collect_episode_kwargs: the recorder
-           'learning/loop.py')              # RunFiles: the learner's metrics and checkpoints
+           'learning/loop.py',              # RunFiles: the learner's metrics and checkpoints
+           'ros/run_link.py')               # RunLink: every node's run id, secret file, require_signed
 
 
 def named(name: str, text: str) -> bool:

@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from rl_traj_ros.delivery.run_guard import new_secret_file
 from rl_traj_ros.learning.rlpd_learner import load_demos
 from rl_traj_ros.storage.files import load_trajectory
 
@@ -65,9 +66,11 @@ def test_rlpd_trains_from_demos_and_online_data_and_the_policy_acts_with_its_ver
     (tmp_path / 'rlpd.yaml').write_text(yaml.safe_dump(cfg))
     run = tmp_path / 'run'
     # a scripted human in the loop takes env 0 over while the policy strays from the cube
-    with ros_process(['test/expert_operator.py', '--stray-m', '0.1']):
+    # (a node of this run: its run id and secret, which the CLI takes too)
+    key = new_secret_file('hil-run', str(tmp_path / 'keys'))
+    with ros_process(['test/expert_operator.py', '--stray-m', '0.1', '--run-id', 'hil-run', '--secret-file', key]):
         out = _cli('sim_train', '--algo', 'rlpd', '--config', str(tmp_path / 'rlpd.yaml'), '--demos-dir',
-                   str(demos), '--steps', '5', '--output-dir', str(run))
+                   str(demos), '--steps', '5', '--output-dir', str(run), '--run-id', 'hil-run', '--secret-file', key)
     lines = [json.loads(x) for x in (run / 'metrics.jsonl').read_text().splitlines()]
     assert len(lines) >= 2 and [m['version'] for m in lines] == list(range(1, len(lines) + 1))
     last = lines[-1]

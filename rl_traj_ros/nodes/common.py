@@ -42,7 +42,8 @@ def declare(node: Node, spec: Spec) -> Config:
     set`` is refused instead of silently ignored. A range becomes the descriptor's range, so
     rclpy refuses a value outside it at start-up, with the parameter's name."""
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange
-    spec = {'topic_prefix': SHARED['topic_prefix'], **spec}
+    spec = {'topic_prefix': SHARED['topic_prefix'], 'run_id': SHARED['run_id'], 'secret_file': SHARED['secret_file'],
+            **spec}
     choice = None  # the algorithm (policy) first: it picks the defaults of the others (Param.per)
     for name in SELECTORS:
         if name in spec:
@@ -63,13 +64,27 @@ def declare(node: Node, spec: Spec) -> Config:
     return Config(spec, {name: node.get_parameter(name).value for name in spec})
 
 
+def run_stats(node: Node, stats: Callable[[], dict]) -> dict:
+    """``stats()`` with the node's run guard's counters (foreign, unsigned, forged), if it has one."""
+    link = getattr(node, 'link', None)
+    return {**stats(), **link.guard.counters} if link is not None else stats()
+
+
+def hardware_id(node: Node) -> str:
+    """The DiagnosticStatus.hardware_id of a node's statuses: two runs in one domain share the node
+    names on /diagnostics, so a reader keeps its own run's by this."""
+    return f"rl_traj_ros run {node.get_parameter('run_id').value}"
+
+
 def serve_stats(node: Node, stats: Callable[[], dict]) -> None:
-    """``~/get_stats`` (GetStats): ``stats()`` as name/value pairs, for tools, tests and the CLI."""
+    """``~/get_stats`` (GetStats): ``stats()`` as name/value pairs, for tools, tests and the CLI;
+    with the node's ``run_id`` (another run's node of the same name answers the same service)."""
     from .. import srv as S
 
     def answer(request, response):
-        st = stats()
+        st = run_stats(node, stats)
         response.names, response.values = list(st), [float(v) for v in st.values()]
+        response.run_id = node.get_parameter('run_id').value
         return response
     node.create_service(S.GetStats, '~/get_stats', answer)
 
@@ -82,8 +97,8 @@ def diagnostics_publisher(node: Node, period_s: float, counters) -> Callable[[],
     pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
 
     def tick() -> None:
-        values = counters()
-        status = DiagnosticStatus(name=node.get_fully_qualified_name(), hardware_id='rl_traj_ros',
+        values = run_stats(node, counters)
+        status = DiagnosticStatus(name=node.get_fully_qualified_name(), hardware_id=hardware_id(node),
                                   message=', '.join(f'{k}={v}' for k, v in values.items()),
                                   values=[KeyValue(key=str(k), value=str(v)) for k, v in values.items()])
         bad = values.get('rejected', 0) or values.get('decode_errors', 0) or values.get('expired', 0)

@@ -1,9 +1,9 @@
 """franka_env_node: owns ``num_envs`` Franka envs (the sim, or one franky robot) and drives them chunk by chunk.
 
 Sends PolicyInputs (current obs + new key + previous chunk's EnvPart), executes the returned
-action chunk with the operator's fresh Interventions applied, optionally records episodes, and
-shows env 0's joints and front camera on side topics. The protocol (request, resend, timeout,
-pacing, teleop gate) is ``rollout.env_loop``; its thread, ``rollout.env_run``.
+action chunk (its run's, signed: ``ros.run_link``) with the operator's fresh Interventions applied,
+records episodes, shows env 0's joints and front camera on side topics. The protocol (request,
+resend, timeout, pacing, teleop gate) is ``rollout.env_loop``; its thread, ``rollout.env_run``.
 
 A managed lifecycle node (the real-robot launch drives it with ``autostart:=false``): configure
 makes the env (connects to the robot; failure: exit 1, nothing moved), activate enables motion
@@ -27,6 +27,7 @@ from ..rollout.workers import EnvWorker
 from ..ros import conversion as cv
 from ..ros.images import CameraSubscriber
 from ..ros.qos import DATA_QOS, TELEOP_QOS
+from ..ros.run_link import RunLink
 from ..ros.side_topics import SideTopics
 from .common import declare, diagnostics_publisher, last_ack_s, run_node, serve_stats, topic, wait_acked
 
@@ -39,12 +40,12 @@ class FrankaEnvNode(LifecycleNode):
         log = self.get_logger()
         self.cameras, p = CameraSubscriber.from_params(self, declare(self, ENV_NODE), log.info)
         self.p, self.cfg = p, rollout_config(p)
-        self.interventions = InterventionLatch(p['action_dim'], p['intervention_timeout_s'])
-        self.pub_req = self.create_publisher(M.PolicyInput, topic(self, 'policy_input'), DATA_QOS)
+        self.interventions, self.link = InterventionLatch(p['action_dim'], p['intervention_timeout_s']), RunLink(self, p)
+        self.pub_req = self.link.publisher(M.PolicyInput, topic(self, 'policy_input'), DATA_QOS)
         self.side = SideTopics(self, p['camera_topic_rate_hz'], f'env_{self.cfg.env_rank}_front')
-        self.create_subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
-        self.sub_teleop = self.create_subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
-                                                   TELEOP_QOS)
+        self.link.subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
+        self.sub_teleop = self.link.subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
+                                                 TELEOP_QOS)
         self.run = EnvRunner(self._make_env, self._make_loop,
                              lambda: wait_acked(self, (self.pub_req,), last_ack_s(p['stop_deadline_s'])),
                              self._closed, log.error, log.warning, p['stall_warn_s'])
@@ -55,8 +56,7 @@ class FrankaEnvNode(LifecycleNode):
         if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
 
-    finished = property(lambda self: self.run.finished)     # run_node spins until then, exits with exit_code
-    exit_code = property(lambda self: self.run.exit_code)
+    finished, exit_code = property(lambda self: self.run.finished), property(lambda self: self.run.exit_code)
 
     # -- lifecycle (executor thread) ---------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -94,14 +94,14 @@ class FrankaEnvNode(LifecycleNode):
         try:
             reply = cv.action_chunk_from_msg(m)
         except ValueError as e:
-            self.get_logger().error(f'rejected ActionChunk: {e}')
-            return
-        if self.run.loop is not None:
-            self.run.loop.deliver(reply.sources, reply.actions)
+            return self.get_logger().error(f'rejected ActionChunk: {e}')
+        why = self.run.loop.deliver(reply.sources, reply.actions) if self.run.loop is not None else None
+        if why:  # as if it had not come: resent, then the reply timeout
+            self.get_logger().error(why)
 
     def on_intervention(self, m: M.Intervention) -> None:
-        why = self.interventions.offer(m.action, m.active, m.env_index)
-        if why:
+        stamp_ns = m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+        if why := self.interventions.offer(m.action, m.active, m.env_index, stamp_ns, m.source_device):
             self.get_logger().warning(why)
 
     # -- the rollout thread (EnvRunner) ---------------------------------------------------------
@@ -134,7 +134,7 @@ class FrankaEnvNode(LifecycleNode):
             self.get_logger().info(line)
 
     def stats(self) -> dict[str, float]:
-        return self.run.stats(self.cfg.num_epochs * self.cfg.chunks_per_epoch)
+        return {**self.run.stats(self.cfg.num_epochs * self.cfg.chunks_per_epoch), **self.link.guard.counters}
 
     def shutdown(self) -> None:
         self.run.end()

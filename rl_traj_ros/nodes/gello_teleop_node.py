@@ -22,6 +22,7 @@ from sensor_msgs.msg import JointState
 from .. import msg as M
 from ..params.teleop_nodes import GELLO_NODE
 from ..ros.qos import SIDE_QOS, TELEOP_QOS
+from ..ros.run_link import RunLink
 from ..teleop.gello import FrankaKinematics, GelloConfig, GelloReader, GelloTeleop
 from .common import declare, run_node, topic
 
@@ -32,7 +33,7 @@ class GelloTeleopNode(Node):
     def __init__(self):
         super().__init__('gello_teleop_node')
         p = declare(self, GELLO_NODE)
-        self.p = p
+        self.p, self.link = p, RunLink(self, p)
         self.reader = GelloReader(GelloConfig(p['port'], p['baudrate'], list(p['joint_ids']), list(p['joint_offsets']),
                                               list(p['joint_signs']), p['gripper_id'], p['gripper_open_rad'],
                                               p['gripper_closed_rad']))
@@ -40,7 +41,7 @@ class GelloTeleopNode(Node):
         self.teleop = GelloTeleop(self.kin, p['pos_scale'], p['rot_scale'], p['deadzone'], p['latch_s'],
                                   p['no_gripper'])
         self.follower_tcp: Optional[np.ndarray] = None
-        self.pub = self.create_publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
+        self.pub = self.link.publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
         self.pub_joints = self.create_publisher(JointState, 'gello/joint_states', SIDE_QOS)
         self.create_subscription(JointState, p['follower_joint_states'], self.on_follower, SIDE_QOS)
         self.create_timer(1.0 / p['rate_hz'], self.tick)

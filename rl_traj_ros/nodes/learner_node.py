@@ -29,20 +29,22 @@ from ..learning.ppo import all_reduce_gradients
 from ..params.learner_node import LEARNER_NODE
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
-from .common import declare, run_node, serve_stats, topic, wait_acked
+from ..ros.run_link import RunLink
+from .common import declare, hardware_id, run_node, serve_stats, topic, wait_acked
 
 
 class LearnerNode(Node):
     def __init__(self):
         super().__init__('learner_node')
         p = self.p = declare(self, LEARNER_NODE)
+        self.link = RunLink(self, p)
         learner = self.learner = make_learner(p, all_reduce_gradients if p['num_actors'] > 1 else None)
         join_learner_ranks(p, self.get_logger().info)
         self.rank0 = p['actor_rank'] == 0
         self.loop = LearnerLoop(learner, RunFiles.of_rank(p), self.get_logger().info)
-        self.pub_weights = self.create_publisher(M.PolicyWeights, topic(self, 'policy_weights'), WEIGHTS_QOS)
+        self.pub_weights = self.link.publisher(M.PolicyWeights, topic(self, 'policy_weights'), WEIGHTS_QOS)
         self.pub_metrics = self.create_publisher(DiagnosticArray, topic(self, 'learner_metrics'), 10)
-        self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
+        self.link.subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
         serve_stats(self, self.stats)
         self.rejected = self.caught_up = 0
         self.last_metrics: dict[str, float] = {}
@@ -120,7 +122,7 @@ class LearnerNode(Node):
         self.pub_weights.publish(m)
 
     def _publish_metrics(self, up: Update) -> None:
-        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id='rl_traj_ros',
+        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id=hardware_id(self),
                                   message=f'step {up.step_id}',
                                   values=[KeyValue(key=k, value=f'{v:.6g}') for k, v in up.metrics.items()])
         arr = DiagnosticArray(status=[status])

@@ -20,6 +20,7 @@ from ..params.policy_node import POLICY_NODE
 from ..rollout.policy_server import PolicyServer, PolicyTransport
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS, WEIGHTS_QOS
+from ..ros.run_link import RunLink
 from .common import all_acked, declare, run_node, stop_drain, topic, wait_acked
 
 
@@ -27,13 +28,13 @@ class PolicyNode(Node):
     def __init__(self):
         super().__init__('policy_node')
         p = declare(self, POLICY_NODE)
-        worker = make_policy_worker(p)
-        self.pub_action = self.create_publisher(M.ActionChunk, topic(self, 'action_chunk'), DATA_QOS)
-        self.pub_policy = self.create_publisher(M.PolicyPart, topic(self, 'policy_part'), DATA_QOS)
-        self.pub_env = self.create_publisher(M.EnvPart, topic(self, 'env_part'), DATA_QOS)
-        self.create_subscription(M.PolicyInput, topic(self, 'policy_input'), self.on_request, DATA_QOS)
-        self.create_subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
-        self.create_subscription(M.PolicyWeights, topic(self, 'policy_weights'), self.on_weights, WEIGHTS_QOS)
+        worker, self.link = make_policy_worker(p), RunLink(self, p)
+        self.pub_action = self.link.publisher(M.ActionChunk, topic(self, 'action_chunk'), DATA_QOS)
+        self.pub_policy = self.link.publisher(M.PolicyPart, topic(self, 'policy_part'), DATA_QOS)
+        self.pub_env = self.link.publisher(M.EnvPart, topic(self, 'env_part'), DATA_QOS)
+        self.link.subscription(M.PolicyInput, topic(self, 'policy_input'), self.on_request, DATA_QOS)
+        self.link.subscription(M.KeyAck, topic(self, 'key_ack'), self.on_ack, DATA_QOS)
+        self.link.subscription(M.PolicyWeights, topic(self, 'policy_weights'), self.on_weights, WEIGHTS_QOS)
         transport = PolicyTransport(self._chunk, self.pub_action.publish, self._policy_part, self._env_part,
                                     self.pub_policy.publish, self.pub_env.publish, self._consumers)
         log = self.get_logger()

@@ -22,6 +22,7 @@ from ..delivery.sink import ExactlyOnceSink
 from ..params.writer_node import WRITER_NODE
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
+from ..ros.run_link import RunLink
 from .common import declare, diagnostics_publisher, run_node, serve_stats, stop_drain, topic
 
 
@@ -29,11 +30,11 @@ class ReplayBufferWriterNode(Node):
     def __init__(self):
         super().__init__('replay_buffer_writer_node')
         p = declare(self, WRITER_NODE)
-        self.p = p
+        self.p, self.link = p, RunLink(self, p)
         self.buffer = make_buffer(p)
         self.sink = ExactlyOnceSink(self.buffer, p['dedupe_window'])
         self.counters = {'received': 0, 'decode_errors': 0, 'disk_stalls': 0}
-        self.pub_ack = self.create_publisher(M.TrajectoryAck, topic(self, 'trajectory_ack'), DATA_QOS)
+        self.pub_ack = self.link.publisher(M.TrajectoryAck, topic(self, 'trajectory_ack'), DATA_QOS)
         self.create_timer(0.05, self._publish_acks)
         self.create_timer(0.5, self._watch_disk)
         self._sub = None
@@ -62,7 +63,7 @@ class ReplayBufferWriterNode(Node):
                 'remembered_ids': self.sink.remembered()}
 
     def _subscribe(self) -> None:
-        self._sub = self.create_subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
+        self._sub = self.link.subscription(M.Trajectory, topic(self, 'trajectory'), self.on_trajectory, DATA_QOS)
 
     def _watch_disk(self) -> None:
         """Disk full: stop taking trajectories (upstream keeps them until acknowledged) and

@@ -23,6 +23,7 @@ from rclpy.node import Node
 from .. import msg as M
 from ..params.teleop_nodes import SPACEMOUSE_NODE
 from ..ros.qos import TELEOP_QOS
+from ..ros.run_link import RunLink
 from ..teleop.spacemouse import ReplayHID, SocketHID, SpaceMouseTeleop, drain, open_device
 from .common import declare, run_node, topic
 
@@ -36,12 +37,12 @@ class SpaceMouseTeleopNode(Node):
         p = declare(self, SPACEMOUSE_NODE)
         if p['rate_hz'] <= 0:
             raise ValueError('rate_hz must be > 0')
-        self.p = p
+        self.p, self.link = p, RunLink(self, p)
         replay = (ReplayHID.from_file(p['replay_file']) if p['replay_file']
                   else SocketHID(p['hid_udp_port']) if p['hid_udp_port'] else None)
         self.device = open_device(replay, p['device_name'])
         self.teleop = SpaceMouseTeleop(p['deadzone'], p['latch_s'], p['action_scale'], p['no_gripper'])
-        self.pub = self.create_publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
+        self.pub = self.link.publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
         self.create_timer(1.0 / p['rate_hz'], self.tick)
         self.published, self.matched_at = 0, None
 

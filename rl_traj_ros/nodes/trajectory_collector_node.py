@@ -6,7 +6,7 @@ TrajectoryId that names its rows. Keeps each until the writer's TrajectoryAck, a
 acknowledges upstream (KeyAck) the chunk keys whose every row is stored (delivery.ledger).
 Malformed or duplicate parts are counted and logged, never crash the node; parts whose other
 half never comes are dropped and reported after ``pending_timeout_s``. Counters: GetStats
-service and a log line.
+service and a log line. Only its run's parts and acks are taken (``ros.run_link``).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ..params.collector_node import COLLECTOR_NODE
 from ..assembly import make_plan
 from ..ros import conversion as cv
 from ..ros.qos import DATA_QOS
+from ..ros.run_link import RunLink
 from .common import declare, diagnostics_publisher, run_node, serve_stats, stop_drain, topic, wait_acked
 
 
@@ -33,24 +34,24 @@ class TrajectoryCollectorNode(Node):
     def __init__(self):
         super().__init__('trajectory_collector_node')
         p = declare(self, COLLECTOR_NODE)
+        self.link = RunLink(self, p)  # its messages: the run_id's (before an empty one is replaced below)
         if not p['run_id']:
             p = p.replace(run_id=new_run_id())
             self.get_logger().warning(f"run_id not set: using {p['run_id']!r}; set it explicitly so that a restarted "
                                       'collector rebuilds the same identities (exactly once across restarts)')
-        self.plan = make_plan(p)
+        self.plan, self.p = make_plan(p), p
         self.collector = TrajectoryCollector(self.plan, p['run_id'])
-        self.p = p
         self.counters = {'published': 0, 'rejected': 0, 'duplicates': 0, 'expired': 0, 'decode_errors': 0,
                          'keys_acked': 0}
-        self.pub = self.create_publisher(M.Trajectory, topic(self, 'trajectory'), DATA_QOS)
+        self.pub = self.link.publisher(M.Trajectory, topic(self, 'trajectory'), DATA_QOS)
         self.outbox = Outbox(self.pub.publish, p['resend_after_s'])
-        self.pub_ack = self.create_publisher(M.KeyAck, topic(self, 'key_ack'), DATA_QOS)
-        self.create_subscription(M.TrajectoryAck, topic(self, 'trajectory_ack'), self.on_ack, DATA_QOS)
+        self.pub_ack = self.link.publisher(M.KeyAck, topic(self, 'key_ack'), DATA_QOS)
+        self.link.subscription(M.TrajectoryAck, topic(self, 'trajectory_ack'), self.on_ack, DATA_QOS)
         self.create_timer(1.0, lambda: self.outbox.tick(self.pub.get_subscription_count()))
-        self.create_subscription(M.PolicyPart, topic(self, 'policy_part'),
-                                 lambda m: self.on_part(m, cv.policy_part_from_msg), DATA_QOS)
-        self.create_subscription(M.EnvPart, topic(self, 'env_part'),
-                                 lambda m: self.on_part(m, cv.env_part_from_msg), DATA_QOS)
+        self.link.subscription(M.PolicyPart, topic(self, 'policy_part'),
+                               lambda m: self.on_part(m, cv.policy_part_from_msg), DATA_QOS)
+        self.link.subscription(M.EnvPart, topic(self, 'env_part'),
+                               lambda m: self.on_part(m, cv.env_part_from_msg), DATA_QOS)
         serve_stats(self, self.stats)
         # after a stop signal: until no policy node publishes parts and the writer acknowledged what was flushed
         self.stop_drain = stop_drain(self, ('policy_part', 'env_part'), lambda: not self.outbox or
@@ -116,10 +117,8 @@ class TrajectoryCollectorNode(Node):
             self.get_logger().warning(f'dropped {key.as_tuple()}: its other half never arrived')
 
     def stats(self) -> dict:
-        s = dict(self.collector.stats)
-        s.update(self.counters)
-        s['pending_keys'] = len(self.collector.joiner)
-        s['unacked'] = len(self.outbox)
+        s = {**self.collector.stats, **self.counters, 'pending_keys': len(self.collector.joiner),
+             'unacked': len(self.outbox)}
         s['unsettled_keys'] = self.collector.ledger.unsettled()
         s['completed_keys_held'] = self.collector.joiner.completed_keys_held()
         s['resent'] = self.outbox.resent

@@ -5,6 +5,8 @@ from .spec import Param, pick
 ENV_NODE = {
     **pick(SHARED, 'diagnostics_period_s', 'num_envs', 'chunk', 'action_dim', 'num_epochs', 'chunks_per_epoch',
            'image_size', 'num_env_nodes', 'camera_names'),
+    'require_signed': Param(False, "refuse commands (ActionChunk, Intervention) that are unsigned or not signed "
+                                   "with this run's secret_file", per={'franky': True}),
     'autostart': Param(True, 'configure and activate at start-up; false: wait for lifecycle transitions '
                              '(ros2 lifecycle set, the real-robot launch)'),
     'env_rank': Param(0, 'global rank of this env worker (TrajectoryKey.env_rank)'),

@@ -5,7 +5,7 @@ from .spec import Param, pick
 LEARNER_NODE = {
     **pick(SHARED, 'state_dim', 'action_dim', 'chunk', 'hidden', 'num_envs', 'num_env_nodes', 'gamma', 'gae_lambda',
            'num_epochs', 'chunks_per_epoch', 'num_actors', 'use_images', 'image_encoder', 'camera_names',
-           'sac_action_scale', 'torch_threads'),
+           'sac_action_scale', 'torch_threads', 'run_id'),
     'algorithm': Param('ppo', "'ppo' (on-policy, one update per training step) or 'rlpd' (off-policy SAC with "
                               'demonstrations in the buffer, gradient steps as fast as the data allows)'),
     'seed': Param(0, 'model init seed (the policy node\'s, so version 0 is the same model)'),
@@ -42,7 +42,6 @@ LEARNER_NODE = {
     'warm_start_dataset': Param('', 'behaviour-clone the actor on the LeRobot datasets under this directory before '
                                     'the first update (a fresh learner only); the clone goes out as version 1'),
     'warm_start_epochs': Param(100, 'epochs of behaviour cloning', (0, 100000)),
-    'run_id': Param('', "train only on this run's trajectories (empty: any run's)"),
     'replay_buffer_dir': Param('', "the writer's buffer: catch up there on steps missed while down"),
     'catch_up_period_s': Param(2.0, 'how often to look for stored trajectories of missed steps', (0.05, 3600.0)),
     'actor_rank': Param(0, 'this learner\'s rank (with num_actors > 1)', (0, 4095)),

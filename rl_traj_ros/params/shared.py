@@ -11,6 +11,14 @@ STOP_DEADLINE = ("after a stop signal (Ctrl-C, launch's SIGINT): the most second
 
 SHARED = {
     'topic_prefix': Param('/rl_traj', 'namespace of the data-path topics'),
+    'run_id': Param('', "this run's id, shared by its nodes: every data-path message carries it and a node drops "
+                        "(counts as foreign) another run's; the collector names its TrajectoryIds with it and the "
+                        "learner trains on its trajectories. The runner and the launch files make one per run; "
+                        'empty: a node started alone talks only to nodes without one (the collector then names '
+                        'its TrajectoryIds by its start time)'),
+    'secret_file': Param('', "the run's secret (hex, readable by its owner only): commands (ActionChunk, "
+                             'Intervention, PolicyWeights) are signed with HMAC-SHA256 under it and checked; the '
+                             'runner and the launch files make one per run; empty: unsigned'),
     'num_envs': Param(2, 'B: parallel envs per env node (franky: one robot)', (1, 4096), per={'franky': 1}),
     'num_env_nodes': Param(1, 'env nodes of the run (a step holds num_envs x num_env_nodes env rows)',
                            (1, 4096)),

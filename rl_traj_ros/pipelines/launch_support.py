@@ -30,7 +30,14 @@ def _fail(reason: str) -> OpaqueFunction:
     return OpaqueFunction(function=raise_)
 
 
-def supervise(env_nodes: Sequence, required: Sequence, drain_timeout_s: float = 120.0) -> list:
+def identify(params: dict) -> str:
+    """One run id and secret for the launch's nodes (``ros_run.run_identity``), in every node's
+    parameter dict; the run id."""
+    from .ros_run import run_identity
+    return run_identity(params.values())[0]
+
+
+def supervise(env_nodes: Sequence, required: Sequence, run_id: str, drain_timeout_s: float = 120.0) -> list:
     """Event handlers that end the launch with the job (exit 0) or with a failure (exit 1)."""
     exited: dict[int, int] = {}
     state = {'done': False, 'failed': False}
@@ -41,7 +48,7 @@ def supervise(env_nodes: Sequence, required: Sequence, drain_timeout_s: float = 
         state['failed'] = True
         return [_fail(reason)]
     drain = ExecuteProcess(cmd=[sys.executable, '-m', 'rl_traj_ros.pipelines.drain', '--timeout-s',
-                                str(drain_timeout_s)], name='drain', output='screen')
+                                str(drain_timeout_s), '--run-id', run_id], name='drain', output='screen')
 
     def on_env_exit(event, context):
         exited[id(event.action)] = event.returncode
@@ -113,6 +120,8 @@ def real_robot_nodes(params: dict, extra: dict, env_vars: dict) -> list:
     from launch_ros.event_handlers import OnStateTransition
     from launch_ros.events.lifecycle import ChangeState
     from lifecycle_msgs.msg import Transition
+    run_id = identify(params)
+    mine = ['-p', f'run_id:={run_id}', '-p', f"secret_file:={params['franka_env_node']['secret_file']}"]
     nodes = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
                   additional_env=env_vars) for name in params if name != 'franka_env_node']
     required = []
@@ -121,7 +130,8 @@ def real_robot_nodes(params: dict, extra: dict, env_vars: dict) -> list:
             continue
         package, executable = module.split('/', 1) if '/' in module else ('rl_traj_ros', module)
         required.append(Node(package=package, executable=executable, output='screen', additional_env=env_vars,
-                             arguments=['--ros-args', *ros_args], **({'name': module} if '/' not in module else {})))
+                             arguments=['--ros-args', *ros_args, *(mine if '/' not in module else [])],
+                             **({'name': module} if '/' not in module else {})))
     env = LifecycleNode(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node',
                         namespace='env_0', parameters=[{**params['franka_env_node'], 'autostart': False}],
                         output='screen', additional_env=env_vars)
@@ -132,4 +142,4 @@ def real_robot_nodes(params: dict, extra: dict, env_vars: dict) -> list:
         EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
                                     transition_id=Transition.TRANSITION_CONFIGURE)),
     ]
-    return [*nodes, *required, env, *lifecycle, *supervise([env], [*nodes, *required])]
+    return [*nodes, *required, env, *lifecycle, *supervise([env], [*nodes, *required], run_id)]

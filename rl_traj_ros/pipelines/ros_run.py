@@ -52,6 +52,50 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
+def run_identity(sections) -> tuple[str, str, bool]:
+    """(run id, secret file, whether the secret was made here), written into every node parameter
+    dict of ``sections``: one run id for all the run's nodes (the collector's when set, else a new
+    one) and a secret (``run_guard``; a fresh one unless given), so that a second run in the same
+    ROS domain neither feeds nor moves this one."""
+    from ..data.identity import new_run_id
+    from ..delivery.run_guard import new_secret_file
+    sections = list(sections)
+    run_id = next((p['run_id'] for p in sections if p.get('run_id')), '') or new_run_id()
+    given = next((p['secret_file'] for p in sections if p.get('secret_file')), '')
+    secret = given or new_secret_file(run_id)
+    for p in sections:
+        p['run_id'], p['secret_file'] = run_id, secret
+    return run_id, secret, not given
+
+
+def adopt_identity(params: dict, run_id: Optional[str], secret_file: Optional[str]) -> dict:
+    """``params`` (node kind -> parameters) with a given run id and secret file in every node's (the
+    CLI's --run-id and --secret-file): a node started beside the run joins it with the same two."""
+    for p in params.values():
+        p.update({k: v for k, v in (('run_id', run_id), ('secret_file', secret_file)) if v})
+    return params
+
+
+def dump_params(doc: dict) -> str:
+    """A params file's text: rcl's parser refuses YAML aliases, which PyYAML writes for a value two
+    nodes share."""
+    import yaml
+
+    class NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data) -> bool:
+            return True
+    return yaml.dump(doc, Dumper=NoAliases, sort_keys=False)
+
+
+def with_run_identity(params_yaml: str) -> tuple[str, str, bool, str]:
+    """``run_identity`` of a params file, also in a '/**' section for the nodes it has no section of."""
+    import yaml
+    doc = yaml.safe_load(params_yaml) or {}
+    doc.setdefault('/**', {})
+    run_id, secret, made = run_identity(v.setdefault('ros__parameters', {}) for v in doc.values())
+    return run_id, secret, made, dump_params(doc)
+
+
 INTERRUPT_DRAIN_S = 10.0  # after a Ctrl-C: the most the run waits for the env nodes' last parts to be stored
 
 
@@ -61,6 +105,7 @@ class RosRun:
         self.work = Path(workdir)
         self.work.mkdir(parents=True, exist_ok=True)
         self.params_file = self.work / 'params.yaml'
+        self.run_id, self.secret_file, self.own_secret, params_yaml = with_run_identity(params_yaml)
         self.params_file.write_text(params_yaml)
         self.quiet = quiet
         self.env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(extra_env or {})}
@@ -132,8 +177,9 @@ class RosRun:
             self.signals = StopSignals().install()
         compat.init()
         self.node = rclpy.create_node('sim_collect_runner')
+        mine = f'rl_traj_ros run {self.run_id}'  # nodes.common.hardware_id: another run's nodes have the same names
         self.node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: self.status.update(
-            {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status}), 100)
+            {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status if s.hardware_id == mine}), 100)
         for name, module in NODE_OF.items():
             self.start(name, module)
         for name, (module, extra) in (extra_nodes or {}).items():
@@ -182,7 +228,7 @@ class RosRun:
         if self.interrupted and not self.failed():
             self.stop_env_nodes()
             timeout_s = min(timeout_s, INTERRUPT_DRAIN_S)
-        _, col, wr = wait_stored(self.node, timeout_s if not self.failed() else 0.0)
+        _, col, wr = wait_stored(self.node, timeout_s if not self.failed() else 0.0, run_id=self.run_id)
         return col, wr
 
     def stop_env_nodes(self, timeout_s: float = 30.0) -> None:

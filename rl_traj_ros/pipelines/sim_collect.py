@@ -34,16 +34,9 @@ def load_params(path: str | Path, nodes: tuple[str, ...] = NODES) -> dict[str, d
     return out
 
 
-class _NoAliases(yaml.SafeDumper):
-    """rcl's params-file parser refuses YAML aliases, which PyYAML writes for a value two nodes share."""
-
-    def ignore_aliases(self, data) -> bool:
-        return True
-
-
 def params_yaml(params: dict[str, dict[str, Any]]) -> str:
-    return yaml.dump({f'/**/{n}': {'ros__parameters': p} for n, p in params.items()}, Dumper=_NoAliases,
-                     sort_keys=False)
+    from .ros_run import dump_params
+    return dump_params({f'/**/{n}': {'ros__parameters': p} for n, p in params.items()})
 
 
 def apply_overrides(params: dict, num_env_nodes: int, num_envs: Optional[int] = None,
@@ -266,7 +259,9 @@ def main(args) -> int:
     if args.in_process:
         r = run_inprocess(params, args.num_env_nodes, str(out))
     else:
-        r = run_ros(params, args.num_env_nodes, str(out), quiet=args.quiet)
+        from .ros_run import adopt_identity
+        r = run_ros(adopt_identity(params, args.run_id, args.secret_file), args.num_env_nodes, str(out),
+                    quiet=args.quiet)
     rate = r['successes'] / r['episodes'] if r['episodes'] else 0.0
     print(f"\n[sim_collect] {r['episodes']} episodes, {r['successes']} successful ({rate:.0%}), "
           f"{r['chunks']} chunks in {r['wall_s']:.1f} s ({r['chunks'] / max(r['wall_s'], 1e-9):.1f} chunks/s)")

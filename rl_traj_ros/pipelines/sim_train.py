@@ -180,7 +180,9 @@ def main(args) -> int:
         learners = {f'learner_{k}' if args.num_learners > 1 else 'learner': ('learner_node', (
             ['-r', f'__ns:=/learner_{k}', '-p', f'actor_rank:={k}'] if args.num_learners > 1 else []))
             for k in range(args.num_learners)}
-        r = sc.run_ros(params, args.num_env_nodes, str(out), quiet=args.quiet, extra_nodes=learners)
+        from .ros_run import adopt_identity
+        r = sc.run_ros(adopt_identity(params, args.run_id, args.secret_file), args.num_env_nodes, str(out),
+                       quiet=args.quiet, extra_nodes=learners)
         bad = {n: c for n, c in r['exit_codes'].items() if c not in (0, -2)}
     if r.get('interrupted'):
         print(f"[sim_train] interrupted ({r['interrupted']}): every node stopped and flushed what it held")

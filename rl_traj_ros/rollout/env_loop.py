@@ -60,12 +60,21 @@ class InterventionLatch:
     def __init__(self, action_dim: int, timeout_s: float, clock: Callable[[], float] = time.monotonic):
         self.action_dim, self.timeout_s, self.clock = action_dim, timeout_s, clock
         self._latest: Optional[tuple[float, tuple[np.ndarray, bool, int]]] = None
+        self._last_stamp: dict[str, int] = {}   # per source device: the newest header stamp taken
 
-    def offer(self, action, active: bool, env_index: int) -> Optional[str]:
-        """Keep it; or why not (wrong length), to be logged."""
+    def offer(self, action, active: bool, env_index: int, stamp_ns: int = 0, source: str = '') -> Optional[str]:
+        """Keep it; or why not (wrong length, non-finite, not newer than its source's last: a
+        replayed command), to be logged."""
         if len(action) != self.action_dim:
             return f'ignored Intervention with {len(action)} dims (expected {self.action_dim})'
-        self._latest = (self.clock(), (np.asarray(action, np.float32), bool(active), int(env_index)))
+        action = np.asarray(action, np.float32)
+        if not np.isfinite(action).all():
+            return f'ignored Intervention of {source or "a device"} with non-finite actions'
+        if stamp_ns and stamp_ns <= self._last_stamp.get(source, 0):
+            return f'ignored Intervention of {source or "a device"} stamped no later than its last one (a replay?)'
+        if stamp_ns:
+            self._last_stamp[source] = stamp_ns
+        self._latest = (self.clock(), (action, bool(active), int(env_index)))
         return None
 
     def __call__(self) -> Optional[tuple[np.ndarray, bool, int]]:
@@ -145,12 +154,21 @@ class EnvLoop:
         self.phase = Phase()
         self.t_first: Optional[float] = None   # first request sent (after discovery)
         self.wait_s = 0.0                        # blocked on the policy's reply: the round trip as the env sees it
+        self.rejected = 0                        # replies with the wrong shape, dtype or non-finite actions
 
-    def deliver(self, sources, actions) -> None:
-        """A reply (any thread): taken when it answers the request in flight."""
-        if self._waiting_for is not None and sources == self._waiting_for:
-            self._actions = actions.clone()
-            self._reply.set()
+    def deliver(self, sources, actions) -> Optional[str]:
+        """A reply (any thread): taken when it answers the request in flight with actions of this
+        env's shape; a wrong one is counted in ``rejected`` and is as if it had not come (the
+        request is resent, then times out), and why is returned to be logged."""
+        if self._waiting_for is None or sources != self._waiting_for:
+            return None
+        why = self.worker.wrong_actions(actions)
+        if why is not None:
+            self.rejected += 1
+            return f'rejected ActionChunk for {[s.key.as_tuple() for s in sources]}: {why}'
+        self._actions = actions.clone()
+        self._reply.set()
+        return None
 
     def may_move(self) -> bool:
         """Block while not active (nothing moves); False when stopping or the teleop device is missing."""

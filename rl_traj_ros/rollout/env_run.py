@@ -99,11 +99,11 @@ class EnvRunner:
         loop = self.loop
         s = loop.worker.stats if loop is not None else EnvStats()
         end = self.t_last if self.t_last is not None else time.monotonic()
-        t_first, wait_s = (loop.t_first, loop.wait_s) if loop is not None else (None, 0.0)
+        t_first, wait_s, rejected = (loop.t_first, loop.wait_s, loop.rejected) if loop is not None else (None, 0.0, 0)
         return {'steps': s.chunks // chunks_per_step, 'chunks': s.chunks, 'episodes': s.episodes,
                 'successes': s.successes, 'env_s': round(s.env_time_s, 3), 'loop_s': round(end - (t_first or end), 3),
                 'wait_s': round(wait_s, 3), 'active': int(self.active.is_set()), 'finished': int(self.flushed),
-                'exit_code': self.exit_code}
+                'rejected': rejected, 'exit_code': self.exit_code}
 
     def progress(self, every: int = 10) -> Optional[str]:
         """A progress line every ``every`` chunks (None between)."""

@@ -110,6 +110,19 @@ class EnvWorker:
                 break
         yield PolicyInput([], obs_to_torch(obs), prev)
 
+    def wrong_actions(self, actions: torch.Tensor) -> Optional[str]:
+        """Why ``actions`` cannot be this env's chunk ([B, C*A] or [B, C, A] floats, finite), or None."""
+        cfg = self.cfg
+        b, c, a_dim = cfg.num_envs, cfg.chunk, cfg.action_dim
+        shape = tuple(actions.shape)
+        if shape not in ((b, c * a_dim), (b, c, a_dim)):
+            return f'actions of shape {list(shape)}, expected [B, C*A] = [{b}, {c * a_dim}] (B={b}, C={c}, A={a_dim})'
+        if not actions.dtype.is_floating_point:
+            return f'actions of dtype {actions.dtype}, expected floats'
+        if not bool(torch.isfinite(actions).all()):
+            return 'non-finite actions (NaN or inf)'
+        return None
+
     def _execute(self, actions: torch.Tensor) -> tuple[dict, EnvTransition, dict]:
         cfg = self.cfg
         b, c, a_dim = cfg.num_envs, cfg.chunk, cfg.action_dim
