@@ -44,18 +44,21 @@ def main() -> None:
     os.environ.setdefault('ROS_DOMAIN_ID', str(120 + os.getpid() % 50))
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     out = Path(tempfile.mkdtemp(prefix='bench_long_run_'))
+    run_id = new_run_id()   # the nodes' and the driver's: a node drops another run's messages
     common = ['-p', f'chunks_per_epoch:={L}', '-p', f'num_envs:={B}', '-p', 'stats_period_s:=0.0']
     procs = {
         'writer': subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.replay_buffer_writer_node', '--ros-args',
                                     '-p', f'output_dir:={out}/buf', '-p', 'cache_size:=2',
-                                    '-p', f'dedupe_window:={args.dedupe_window}'],
+                                    '-p', f'dedupe_window:={args.dedupe_window}', '-p', f'run_id:={run_id}'],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT),
         'collector': subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.trajectory_collector_node',
-                                       '--ros-args', *common, '-p', f'run_id:={new_run_id()}'],
+                                       '--ros-args', *common, '-p', f'run_id:={run_id}'],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)}
     spec = SyntheticSpec(num_epochs=1, chunks_per_epoch=L, sources=((0, 0),), envs_per_source=B, chunk=1,
                          action_dim=2, state_dim=4, done_prob=0.1)
     template = [(cv.policy_part_to_msg(p), cv.env_part_to_msg(e)) for p, e in make_parts(spec)]
+    for pm, em in template:
+        pm.run_id = em.run_id = run_id
     rclpy.init()
     node = rclpy.create_node('bench_long_run_driver')
     ex = make_executor()

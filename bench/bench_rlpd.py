@@ -128,14 +128,16 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
     """One RLPD run over DDS for the budget, its snapshots scored on held-out episodes:
     (wall-time curve, env-step curve)."""
     budget_s = args.budget_s if budget_s is None else budget_s
-    operator = None
-    if args.interventions:
-        operator = subprocess.Popen([sys.executable, 'test/expert_operator.py'], cwd=ROOT, start_new_session=True,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    operator, joined = None, []
+    if args.interventions:  # a node of the run: its run id and secret, which the CLI takes too
+        from rl_traj_ros.delivery.run_guard import new_secret_file
+        joined = ['--run-id', f'bench-{name}', '--secret-file', new_secret_file(f'bench-{name}', str(tmp / 'keys'))]
+        operator = subprocess.Popen([sys.executable, 'test/expert_operator.py', *joined], cwd=ROOT,
+                                    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = tmp / name
     t0 = time.time()
     run = cli('sim_train', '--config', str(train_cfg), '--demos-dir', str(demos_dir), '--steps', '1000000',
-              '--output-dir', str(out))
+              '--output-dir', str(out), *joined)
     try:
         run.wait(budget_s)
     except subprocess.TimeoutExpired:

@@ -79,14 +79,17 @@ def test_motion_only_while_active_and_transitions_by_hand(rclpy_context):
         node.destroy_node()
 
 
-def test_configure_fails_and_the_node_exits_when_the_robot_is_unreachable(rclpy_context):
+def test_configure_fails_and_the_node_exits_when_the_robot_is_unreachable(rclpy_context, tmp_path):
     """franky with no robot at the address: configure fails (nothing was sent), exit 1, the
     address named; started as the README's by-hand lifecycle line (env_type franky implies one
     env). Beside it, autostarted: a black-holed address fails within connect_timeout_s, and a
     camera without a driver fails configure before the robot is contacted."""
+    key = tmp_path / 'run.key'   # docs/nodes.md: (umask 077; openssl rand -hex 32 > run.key)
+    subprocess.run(f'(umask 077; openssl rand -hex 32 > {key})', shell=True, check=True)
+
     def start(*params, ns='/'):
         args = [sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args', '-r', f'__ns:={ns}',
-                '-p', 'env_type:=franky', '-p', 'collect_episodes:=false']
+                '-p', 'env_type:=franky', '-p', 'collect_episodes:=false', '-p', f'secret_file:={key}']
         for p in params:
             args += ['-p', p]
         return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

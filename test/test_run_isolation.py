@@ -154,3 +154,13 @@ def test_two_sim_train_runs_in_one_domain_both_finish_as_if_each_ran_alone(tmp_p
         env = _env_counters(tmp_path / k)
         print(f'run {k}: max weight difference to the lone in-process run {worst:.3g}; env {env}')
         assert worst < 1e-5 and env['foreign'] > 0 and env['chunks'] == 30
+
+
+def test_a_real_robot_env_node_without_the_runs_secret_refuses_to_start():
+    """env_type franky requires signed commands by default: without a secret_file nothing could be
+    checked, so the node exits 1 before it connects to anything, naming what to give it."""
+    out = subprocess.run([sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args', '-p',
+                          'env_type:=franky', '-p', 'robot_ip:=127.0.0.1', '-p', 'topic_prefix:=/no_secret'],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    said = out.stdout + out.stderr
+    assert out.returncode == 1 and 'secret_file' in said and 'require_signed' in said, said[-2000:]

@@ -155,12 +155,14 @@ def test_new_run_dir_never_reuses_a_directory(tmp_path):
 
 
 TELEOP = r'''
-import time, rclpy
+import sys, time, rclpy
 from rl_traj_ros import msg as M
 from rl_traj_ros.ros.qos import TELEOP_QOS
+from rl_traj_ros.ros.run_link import RunLink
 rclpy.init()
 n = rclpy.create_node("fake_teleop")
-pub = n.create_publisher(M.Intervention, "/rl_traj/intervention", TELEOP_QOS)
+pub = RunLink(n, {"run_id": sys.argv[1], "secret_file": sys.argv[2]}).publisher(M.Intervention, "/rl_traj/intervention",
+                                                                            TELEOP_QOS)  # a device of the run
 print("ready", flush=True)
 while True:
     m = M.Intervention(source_device="test", env_index=-1, action=[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5], active=True)
@@ -178,7 +180,11 @@ def test_interventions_replace_actions_and_are_recorded(tmp_path):
         p[n].update(num_epochs=1, chunks_per_epoch=4)
     # require_teleop: no chunk before the teleop publisher is discovered, however loaded the machine
     p['franka_env_node'].update(collect_episodes=False, camera_topic_rate_hz=0.0, require_teleop=True)
-    with ros_process(['-c', TELEOP]):
+    from rl_traj_ros.delivery.run_guard import new_secret_file
+    key = new_secret_file('teleop-run', str(tmp_path / 'keys'))
+    for n in sc.NODES:   # the run the device joins
+        p[n].update(run_id='teleop-run', secret_file=key)
+    with ros_process(['-c', TELEOP, 'teleop-run', key]):
         r = sc.run_ros(p, 1, str(tmp_path), quiet=True)
     assert not r['failed']
     (entry, data), = stored(tmp_path / 'replay_buffer')

@@ -68,7 +68,9 @@ class RunGuard:
 
     def __init__(self, run_id: str, secret: Optional[bytes], require_signed: bool, warn: Callable[[str], None]):
         if require_signed and secret is None:
-            raise ValueError('require_signed is set but no secret_file: commands could not be checked')
+            raise ValueError('require_signed is set (the default with env_type franky) but secret_file is not: no '
+                             "command could be checked. Give every node of the run the run's secret_file (make one: "
+                             '(umask 077; openssl rand -hex 32 > run.key)), or set require_signed:=false')
         self.run_id, self.secret, self.require_signed, self.warn = run_id, secret, require_signed, warn
         self.counters = {'foreign': 0, 'unsigned': 0, 'forged': 0}
         self._warned: set = set()
