@@ -15,11 +15,11 @@ PIPELINE_OPTIONS = {
                   'num_learners', 'eval_episodes', 'warm_start', 'quiet', 'run_id', 'secret_file'},
     'sim_eval': {'config', 'algo', 'checkpoint', 'eval_episodes', 'output_dir'},
     'real_collect': {'config', 'robot_ip', 'demos_dir', 'log_dir', 'episodes', 'hid_udp_port', 'image_storage',
-                     'camera', 'camera_driver', 'quiet'},
+                     'camera', 'camera_driver', 'quiet', 'run_id', 'secret_file'},
     'real_train': {'config', 'robot_ip', 'demos_dir', 'log_dir', 'steps', 'observation', 'hid_udp_port', 'camera',
-                   'camera_driver', 'quiet'},
+                   'camera_driver', 'quiet', 'run_id', 'secret_file'},
     'real_eval': {'config', 'robot_ip', 'log_dir', 'checkpoint', 'eval_episodes', 'hid_udp_port', 'camera',
-                  'camera_driver', 'quiet'},
+                  'camera_driver', 'quiet', 'run_id', 'secret_file'},
 }
 
 
@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                      "sim_collect/real_eval --policy lerobot: lerobot-train's .../checkpoints/<N>/pretrained_model")
     run.add_argument('--warm-start', default=None,
                      help='sim_train: behaviour-clone the actor on the LeRobot datasets under this directory first')
-    run.add_argument('--run-id', default=None, help="sim_collect, sim_train: this run's id (default: a new one); "
+    run.add_argument('--run-id', default=None, help="this run's id (default: a new one); "
                      'a node started beside the run (a teleop device, a tool) joins it with the same run_id')
-    run.add_argument('--secret-file', default=None, help='sim_collect, sim_train: sign and check commands with this '
+    run.add_argument('--secret-file', default=None, help='sign and check commands with this '
                      'secret (hex, mode 600; default: a new one for the run, removed at its end)')
     run.add_argument('--quiet', action='store_true')
     sub.add_parser('contact-sheet', help='replay-buffer trajectories -> a PNG contact sheet', add_help=False)

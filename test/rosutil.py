@@ -116,13 +116,15 @@ def owns_socket(pid: int, inode: int) -> bool:
 
 
 @contextmanager
-def scripted_cell(port: int, target, cameras):
+def scripted_cell(port: int, target, cameras, run_id=None):
     """A robot cell's operator and cameras as stand-ins: the scripted SpaceMouse operator sending
-    raw HID reports to UDP ``port`` that drive the TCP to ``target`` (x, y, z), and one 320x240
-    camera stand-in per ``(topic, extra arguments)`` of ``cameras``."""
+    raw HID reports to UDP ``port`` that drive the TCP to ``target`` (x, y, z) (watching the robot
+    of ``run_id`` only, when given), and one 320x240 camera stand-in per ``(topic, extra
+    arguments)`` of ``cameras``."""
     from contextlib import ExitStack
     with ExitStack() as stack:
-        stack.enter_context(ros_process(['test/spacemouse_operator.py', str(port), *(str(x) for x in target)]))
+        stack.enter_context(ros_process(['test/spacemouse_operator.py', str(port), *(str(x) for x in target),
+                                         *([run_id] if run_id else [])]))
         for topic, extra in cameras:
             stack.enter_context(ros_process(['test/camera_standin.py', '--width', '320', '--height', '240',
                                              '--topic', topic, *extra], ready_line='[camera_standin]'))

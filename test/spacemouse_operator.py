@@ -1,6 +1,8 @@
 """A scripted operator: watches the follower's joints, computes its TCP (Pinocchio FR3) and
 moves a virtual SpaceMouse toward a target by sending raw HID reports (UDP) that the
-spacemouse node decodes with pyspacemouse, exactly like a real device's."""
+spacemouse node decodes with pyspacemouse, exactly like a real device's. An optional 5th argument,
+a run id, makes it watch only that run's robot (the env node's joint states carry it in frame_id),
+as a person watches the robot in front of them."""
 import socket
 import sys
 import time
@@ -30,12 +32,13 @@ def report(values: dict) -> bytes:
 
 def main():
     port, target = int(sys.argv[1]), np.array([float(x) for x in sys.argv[2:5]])
+    run = sys.argv[5] if len(sys.argv) > 5 else None
     rclpy.init()
     node = rclpy.create_node('scripted_operator')
     kin = FrankaKinematics()
     state = {}
-    node.create_subscription(JointState, '/env_0/joint_states', lambda m: state.__setitem__('q', list(m.position)),
-                             SIDE_QOS)
+    node.create_subscription(JointState, '/env_0/joint_states', lambda m: state.__setitem__('q', list(m.position))
+                             if run is None or m.header.frame_id == run else None, SIDE_QOS)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     print('ready', flush=True)
     while rclpy.ok():

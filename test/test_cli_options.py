@@ -10,7 +10,8 @@ from rl_traj_ros import cli
 from rl_traj_ros.pipelines import real_collect, real_eval, real_train, sim_collect, sim_train
 
 ENTRY = {'sim_collect': [sim_collect.main], 'sim_train': [sim_train.main], 'sim_eval': [sim_train.eval_main],
-         'real_collect': [real_collect.main], 'real_train': [real_train.main], 'real_eval': [real_eval.main]}
+         'real_collect': [real_collect.main, real_collect.run_nodes],  # run_nodes: quiet, run id and secret
+         'real_train': [real_train.main, real_collect.run_nodes], 'real_eval': [real_eval.main, real_collect.run_nodes]}
 CLI_READS = {'sim_train': {'algo', 'config'}, 'sim_eval': {'algo', 'config'}}  # the default config follows --algo
 
 

@@ -320,3 +320,45 @@ def test_real_collect_ends_whole_on_a_launch_ctrl_c(franky_sim, tmp_path):
         finally:
             run.stop()
     _check(run, ended, Path(params['replay_buffer_writer_node']['output_dir']))
+
+
+def test_real_collect_takes_no_command_of_another_run_in_its_domain(franky_sim, tmp_path):
+    """A colleague's `run sim_collect` and a SpaceMouse node of that other run share the ROS domain
+    (same topics, same node names) with real_collect on franky-sim; the other run's operator pushes
+    towards another pose. The robot takes neither their chunks nor their interventions (each dropped
+    as foreign, on both topics), the episode ends at this run's target by this run's operator, and
+    the neighbour's own run ends normally."""
+    from rl_traj_ros.delivery.run_guard import new_secret_file
+    port, theirs_port = free_udp_port(), free_udp_port()
+    key = new_secret_file('our-cell', str(tmp_path / 'keys'))
+    neighbour = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--no-images',
+                                  '--steps', '100000', '--output-dir', str(tmp_path / 'theirs'), '--run-id',
+                                  'their-sim', '--quiet'], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    their_mouse = ['-m', 'rl_traj_ros.nodes.spacemouse_teleop_node', '--ros-args', '-p', 'run_id:=their-sim', '-p',
+                   f'hid_udp_port:={theirs_port}']
+    try:
+        with ros_process(their_mouse), ros_process(['test/spacemouse_operator.py', str(theirs_port), '0.65', '0.2',
+                                                    '0.5', 'their-sim']), \
+                scripted_cell(port, (0.5, 0.0, 0.3), [('/rf_cam/front/image_raw', [])], run_id='our-cell'):
+            out = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--robot-ip',
+                                  franky_sim, '--episodes', '1', '--log-dir', str(tmp_path / 'logs'), '--demos-dir',
+                                  str(tmp_path / 'demos'), '--hid-udp-port', str(port), '--camera',
+                                  'front=/rf_cam/front/image_raw', '--run-id', 'our-cell', '--secret-file', key,
+                                  '--quiet'], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    finally:
+        stop_process(neighbour)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    theirs = neighbour.stdout.read()
+    assert neighbour.returncode == 0 and 'interrupted (SIGINT)' in theirs, theirs[-3000:]
+    run = next(p for p in (tmp_path / 'logs').iterdir() if not p.is_symlink())
+    env_log = (run / 'node_logs' / 'env_0.log').read_text()
+    for topic in ('/rl_traj/action_chunk', '/rl_traj/intervention'):
+        assert f"{topic}: dropping messages of another run 'their-sim'" in env_log, topic
+    done = next(x for x in env_log.splitlines() if ': done: ' in x)
+    assert ' foreign=' in done and ' foreign=0 ' not in done, done
+    from rl_traj_ros.storage.files import load_trajectory
+    demos = tmp_path / 'demos'
+    (tid,) = _demo_ids(demos)
+    d = load_trajectory(demos / f'trajectory_{tid:08d}.pt', 'pt')
+    assert bool(d['intervene_flags'].all()) and float(d['rewards'].max()) >= 0.5   # our operator, our target

@@ -42,7 +42,7 @@ class FrankaEnvNode(LifecycleNode):
         self.p, self.cfg = p, rollout_config(p)
         self.interventions, self.link = InterventionLatch(p['action_dim'], p['intervention_timeout_s']), RunLink(self, p)
         self.pub_req = self.link.publisher(M.PolicyInput, topic(self, 'policy_input'), DATA_QOS)
-        self.side = SideTopics(self, p['camera_topic_rate_hz'], f'env_{self.cfg.env_rank}_front')
+        self.side = SideTopics(self, p['camera_topic_rate_hz'], f'env_{self.cfg.env_rank}_front', p['run_id'])
         self.link.subscription(M.ActionChunk, topic(self, 'action_chunk'), self.on_actions, DATA_QOS)
         self.sub_teleop = self.link.subscription(M.Intervention, topic(self, 'intervention'), self.on_intervention,
                                                  TELEOP_QOS)

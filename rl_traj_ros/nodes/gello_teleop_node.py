@@ -48,7 +48,8 @@ class GelloTeleopNode(Node):
         self.read_errors = 0
 
     def on_follower(self, m: JointState) -> None:
-        if len(m.position) >= 7:
+        # the env node's joint states carry its run id in frame_id (ros.side_topics): another run's robot is not ours
+        if self.link.guard.admit(self.p['follower_joint_states'], m.header.frame_id) and len(m.position) >= 7:
             self.follower_tcp = self.kin.tcp(np.asarray(m.position[:7]))
 
     def tick(self) -> None:

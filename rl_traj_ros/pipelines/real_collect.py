@@ -175,13 +175,16 @@ def checked(pipeline: str, build: Callable[[], dict]) -> Optional[dict]:
         return None
 
 
-def run_nodes(pipeline: str, cfg: dict, make_params: Callable, quiet: bool) -> tuple[Path, dict, dict]:
+def run_nodes(pipeline: str, cfg: dict, make_params: Callable, args) -> tuple[Path, dict, dict]:
     """A fresh run directory (printed, absolute), then the nodes until the env node is done; a
-    node that failed is named with its exit code (a negative one: the signal that ended it)."""
+    node that failed is named with its exit code (a negative one: the signal that ended it).
+    ``args``: the CLI's quiet, run_id and secret_file."""
+    from .ros_run import adopt_identity
     run_dir = new_run_dir(cfg.get('log_dir', 'logs')).resolve()
     params, extra = make_params(cfg, run_dir)
     print(f'[{pipeline}] output: {run_dir}', flush=True)
-    r = sc.run_ros(params, 1, str(run_dir), extra_nodes=extra, quiet=quiet)
+    r = sc.run_ros(adopt_identity(params, args.run_id, args.secret_file), 1, str(run_dir), extra_nodes=extra,
+                   quiet=args.quiet)
     if r['failed']:
         codes = {n: r['exit_codes'][n] for n in r['failed']}
         print(f"[{pipeline}] FAILED nodes (exit codes): {codes}; their logs: {run_dir / 'node_logs'}", flush=True)
@@ -195,7 +198,7 @@ def main(args) -> int:
         camera_driver=args.camera_driver)))
     if cfg is None:
         return 2
-    run_dir, params, r = run_nodes('real_collect', cfg, node_params, args.quiet)
+    run_dir, params, r = run_nodes('real_collect', cfg, node_params, args)
     print(f"\n[real_collect] {r['episodes']} episodes, {r['successes']} successful; demos: "
           f"{params['replay_buffer_writer_node']['output_dir']}")
     if params['franka_env_node']['collect_episodes']:

@@ -71,7 +71,7 @@ def main(args) -> int:
     cfg = rc.checked('real_eval', build)
     if cfg is None:
         return 2
-    run_dir, params, r = rc.run_nodes('real_eval', cfg, node_params, args.quiet)
+    run_dir, params, r = rc.run_nodes('real_eval', cfg, node_params, args)
     rate = r['successes'] / r['episodes'] if r['episodes'] else 0.0
     print(f"\n[real_eval] {r['episodes']} episodes, {r['successes']} successful ({rate:.0%}); buffer: "
           f"{run_dir / 'replay_buffer'}, episodes: {run_dir / 'collected_data'}")

@@ -90,7 +90,7 @@ def main(args) -> int:
     cfg = rc.checked('real_train', build)
     if cfg is None:
         return 2
-    run_dir, params, r = rc.run_nodes('real_train', cfg, node_params, args.quiet)
+    run_dir, params, r = rc.run_nodes('real_train', cfg, node_params, args)
     from .sim_train import draw_learning_curve, read_metrics
     metrics = read_metrics(run_dir)
     draw_learning_curve(run_dir)
