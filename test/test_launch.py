@@ -245,6 +245,45 @@ def test_real_eval_launch_arguments_reach_the_nodes_they_name(tmp_path):
         evaluate('real_eval.launch.py', log_dir=tmp_path / 'logs2')
 
 
+def test_a_terminal_ctrl_c_on_the_sim_launch_ends_every_node_cleanly_and_loses_nothing(tmp_path):
+    """Ctrl-C in the terminal of a real LaunchService running sim_collect.launch.py: SIGINT to the
+    process group (launch and every node), then launch's own SIGINT to each node. Every node exits 0
+    without launch's SIGTERM escalation, the launch exits 0, the buffer loads, and every chunk the env
+    executed is stored or listed by the collector as its open step (#38)."""
+    import re
+    from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
+    from test_sim_pipeline import by_identity
+    out = tmp_path / 'run'
+    p = subprocess.Popen([sys.executable, '-c', RUN, str(ROOT / 'launch' / 'sim_collect.launch.py'),
+                          f'output_dir:={out}', 'episodes:=100000', 'image_obs:=false'], cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                         env={**os.environ, 'MUJOCO_GL': 'egl'})
+    lines, deadline = [], time.monotonic() + 180
+    for line in p.stdout:   # mid-step: after the env's progress line at 20 chunks (a step is 10 here)
+        lines.append(line)
+        if 'chunks=20 (' in line or time.monotonic() > deadline:
+            break
+    t0 = time.monotonic()
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        rest, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        rest, _ = p.communicate()
+    took, log = time.monotonic() - t0, ''.join(lines) + rest
+    print(f'\nlaunch exited {p.returncode} {took:.2f} s after the Ctrl-C')
+    assert p.returncode == 0 and 'chunks=20 (' in log, log[-3000:]
+    assert log.count('process has finished cleanly') == 4, log[-3000:]   # writer, collector, policy, env
+    assert 'escalating to' not in log and 'exit code -' not in log and 'Traceback' not in log, log[-3000:]
+    buf = TrajectoryReplayBuffer(sample_window_size=0)
+    buf.load_checkpoint(str(out / 'replay_buffer'))   # whole: index, metadata and every file
+    _, cells = by_identity(out / 'replay_buffer')
+    executed = int(re.search(r'done: .*?\bchunks=(\d+)', log).group(1))
+    m = re.search(r'(\d+) chunk keys were not stored because', log)
+    assert len(cells) == len(set(cells))                                  # nothing twice
+    assert executed == len({key for key, _ in cells}) + (int(m.group(1)) if m else 0), log[-3000:]   # none lost
+
+
 def test_real_launch_fails_before_any_motion_when_the_teleop_device_is_missing(tmp_path):
     """teleop:=gello without a Dynamixel: the GELLO node dies; the launch must end non-zero with
     the reason, and the env node must not have moved the robot (robot unreachable here too:

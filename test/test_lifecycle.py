@@ -94,7 +94,8 @@ def test_configure_fails_and_the_node_exits_when_the_robot_is_unreachable(rclpy_
             args += ['-p', p]
         return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
-    env = start('robot_ip:=127.0.0.1', 'autostart:=false', f'topic_prefix:={PREFIX}_franky')  # README, as written
+    env = start('robot_ip:=127.0.0.1', 'autostart:=false', f'topic_prefix:={PREFIX}_franky',
+                'run_id:=RUN')  # docs/nodes.md, as written
     t0 = time.monotonic()
     blackhole = start('robot_ip:=10.255.255.1', 'connect_timeout_s:=1.0', f'topic_prefix:={PREFIX}_bh', ns='/bh')
     camera = start('robot_ip:=127.0.0.1', 'camera_topics:=[front=/nobody/image_raw]',
@@ -103,10 +104,18 @@ def test_configure_fails_and_the_node_exits_when_the_robot_is_unreachable(rclpy_
     ex = SingleThreadedExecutor(context=rclpy_context)
     ex.add_node(node)
     try:
+        # a real robot's env node refuses the unsigned transition (another run's tooling could send it) ...
         change = node.create_client(ChangeState, f'{NODE}/change_state')
         assert not _call(ex, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE))
                          ).success
+        assert env.poll() is None   # (refused: nothing was tried)
+        # ... and takes its run's signed one (docs/nodes.md's line): configure fails, the node exits 1
+        signed = subprocess.run([sys.executable, '-m', 'rl_traj_ros.pipelines.lifecycle', NODE, 'configure',
+                                 '--run-id', 'RUN', '--secret-file', str(key)], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)
+        assert signed.returncode == 1 and 'configure: failed' in signed.stdout, signed.stdout + signed.stderr
         out, _ = env.communicate(timeout=60)
+        assert 'refused a lifecycle transition on ~/change_state' in out, out[-3000:]
         assert env.returncode == 1 and 'configure failed, nothing moved: robot_ip 127.0.0.1: cannot reach the robot ' \
                                        'on TCP 1337' in out, out[-3000:]
         assert out.strip().splitlines()[-1].endswith('exit_code=1'), out[-3000:]  # the last line agrees with the exit

@@ -13,7 +13,7 @@ import torch
 from rl_traj_ros.delivery.run_guard import RunGuard, new_secret_file, read_secret
 from rl_traj_ros.pipelines import sim_collect as sc
 
-from rosutil import ROOT, ros_process
+from rosutil import ROOT, ros_process, stop_process
 
 
 # -- the guard ----------------------------------------------------------------------------------
@@ -164,3 +164,50 @@ def test_a_real_robot_env_node_without_the_runs_secret_refuses_to_start():
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     said = out.stdout + out.stderr
     assert out.returncode == 1 and 'secret_file' in said and 'require_signed' in said, said[-2000:]
+
+
+def test_a_real_robot_env_node_takes_only_its_runs_signed_lifecycle_transitions(rclpy_context, tmp_path):
+    """require_signed (a real robot's default; set here on a sim node): ChangeState, which carries no
+    signature, is refused; a transition signed with another secret, of another run, or replayed is
+    refused; the run's signed configure and activate are taken (``pipelines.lifecycle``)."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from rl_traj_ros import srv as S
+    from rl_traj_ros.pipelines.lifecycle import request
+    from rl_traj_ros.ros.compat import call
+    key = new_secret_file('lc-run', str(tmp_path))
+    env = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.nodes.franka_env_node', '--ros-args', '-r',
+                            '__ns:=/lc', '-p', 'autostart:=false', '-p', 'require_signed:=true', '-p', 'run_id:=lc-run',
+                            '-p', f'secret_file:={key}', '-p', 'image_obs:=false', '-p', 'collect_episodes:=false',
+                            '-p', 'topic_prefix:=/lc_test', '-p', 'num_steps:=0'],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    node = Node('lc_driver', context=rclpy_context)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    try:
+        signed = node.create_client(S.SignedChangeState, '/lc/franka_env_node/signed_change_state')
+        plain = node.create_client(ChangeState, '/lc/franka_env_node/change_state')
+        state = node.create_client(GetState, '/lc/franka_env_node/get_state')
+        assert signed.wait_for_service(timeout_sec=60.0)
+        assert not call(plain, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE)), 60,
+                        executor=ex).success
+        wrong = request('configure', 'lc-run', b'w' * 32)
+        assert not call(signed, wrong, 60, executor=ex).success
+        other = request('configure', 'another-run', read_secret(key))
+        assert not call(signed, other, 60, executor=ex).success
+        assert call(state, GetState.Request(), 60, executor=ex).current_state.label == 'unconfigured'
+        good = request('configure', 'lc-run', read_secret(key))
+        r = call(signed, good, 120, executor=ex)
+        assert r.success, r.message
+        replay = call(signed, good, 60, executor=ex)
+        assert not replay.success and 'replay' in replay.message
+        r = call(signed, request('activate', 'lc-run', read_secret(key)), 60, executor=ex)
+        assert r.success and call(state, GetState.Request(), 60, executor=ex).current_state.label == 'active'
+    finally:
+        stop_process(env)
+        node.destroy_node()
+    out = env.stdout.read()
+    assert 'refused a lifecycle transition on ~/change_state' in out and 'not signed by run' in out, out[-3000:]

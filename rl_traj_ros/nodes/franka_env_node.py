@@ -1,13 +1,11 @@
 """franka_env_node: owns ``num_envs`` Franka envs (the sim, or one franky robot) and drives them chunk by chunk.
 
-Sends PolicyInputs (current obs + new key + previous chunk's EnvPart), executes the returned
-action chunk (its run's, signed: ``ros.run_link``) with the operator's fresh Interventions applied,
-records episodes, shows env 0's joints and front camera on side topics. The protocol (request,
-resend, timeout, pacing, teleop gate) is ``rollout.env_loop``; its thread, ``rollout.env_run``.
-
-A managed lifecycle node (the real-robot launch drives it with ``autostart:=false``): configure
-makes the env (connects to the robot; failure: exit 1, nothing moved), activate enables motion
-(the first reset moves the robot home), deactivate holds before the next motion command,
+Sends PolicyInputs (obs + new key + previous chunk's EnvPart), executes the returned action chunk
+(its run's, signed: ``ros.run_link``) with the operator's fresh Interventions, records episodes,
+shows env 0's joints and front camera on side topics. Protocol: ``rollout.env_loop``; thread:
+``rollout.env_run``. A managed lifecycle node (signed on a real robot: ``ros.signed_lifecycle``):
+configure makes the env (connects to the robot; failure: exit 1, nothing moved), activate enables
+motion (the first reset moves the robot home), deactivate holds before the next motion command,
 cleanup / shutdown end the run (episodes flushed, robot released). ``autostart``: both at once.
 """
 from __future__ import annotations
@@ -28,6 +26,7 @@ from ..ros import conversion as cv
 from ..ros.images import CameraSubscriber
 from ..ros.qos import DATA_QOS, TELEOP_QOS
 from ..ros.run_link import RunLink
+from ..ros.signed_lifecycle import serve_signed_lifecycle
 from ..ros.side_topics import SideTopics
 from .common import declare, diagnostics_publisher, last_ack_s, run_node, serve_stats, topic, wait_acked
 
@@ -52,6 +51,7 @@ class FrankaEnvNode(LifecycleNode):
         self.gate = TeleopGate(p['require_teleop'], p['teleop_timeout_s'], self.sub_teleop.get_publisher_count,
                                self.sub_teleop.topic_name, self.run.stop, log.info, log.warning, log.error)
         serve_stats(self, self.stats)   # progress: ~/get_stats and /diagnostics (a last status at exit)
+        serve_signed_lifecycle(self, self.link, p['require_signed'])  # a real robot: only its run's transitions
         self._publish_status = diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()

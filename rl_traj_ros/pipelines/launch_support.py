@@ -111,17 +111,15 @@ def _discard_empty_tree(out: Path) -> None:
 def real_robot_nodes(params: dict, extra: dict, env_vars: dict) -> list:
     """The real-robot launch (real_collect, real_train): this package's nodes with their
     parameter dicts, the extra processes (teleop device, camera driver: required), and the env
-    node as a managed LifecycleNode driven configure (connect to the robot and cameras) ->
-    activate (motion). An unreachable robot or silent camera fails configure and the node exits
-    1, nothing moved; exit 0 once the env node is done and everything is stored."""
-    from launch.actions import EmitEvent
-    from launch.events import matches_action
-    from launch_ros.actions import LifecycleNode, Node
-    from launch_ros.event_handlers import OnStateTransition
-    from launch_ros.events.lifecycle import ChangeState
-    from lifecycle_msgs.msg import Transition
+    node started unconfigured (``autostart: false``), then configured (connect to the robot and
+    cameras) and activated (motion) by its run's signed transitions (``pipelines.lifecycle``:
+    lifecycle_msgs/ChangeState carries no signature, so a real robot's env node refuses it). An
+    unreachable robot or silent camera fails configure and the node exits 1, nothing moved; exit 0
+    once the env node is done and everything is stored."""
+    from launch_ros.actions import Node
     run_id = identify(params)
-    mine = ['-p', f'run_id:={run_id}', '-p', f"secret_file:={params['franka_env_node']['secret_file']}"]
+    secret = params['franka_env_node']['secret_file']
+    mine = ['-p', f'run_id:={run_id}', '-p', f'secret_file:={secret}']
     nodes = [Node(package='rl_traj_ros', executable=name, name=name, parameters=[params[name]], output='screen',
                   additional_env=env_vars) for name in params if name != 'franka_env_node']
     required = []
@@ -132,14 +130,18 @@ def real_robot_nodes(params: dict, extra: dict, env_vars: dict) -> list:
         required.append(Node(package=package, executable=executable, output='screen', additional_env=env_vars,
                              arguments=['--ros-args', *ros_args, *(mine if '/' not in module else [])],
                              **({'name': module} if '/' not in module else {})))
-    env = LifecycleNode(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node',
-                        namespace='env_0', parameters=[{**params['franka_env_node'], 'autostart': False}],
-                        output='screen', additional_env=env_vars)
-    lifecycle = [
-        RegisterEventHandler(OnStateTransition(target_lifecycle_node=env, goal_state='inactive', entities=[
-            EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
-                                        transition_id=Transition.TRANSITION_ACTIVATE))])),
-        EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(env),
-                                    transition_id=Transition.TRANSITION_CONFIGURE)),
-    ]
-    return [*nodes, *required, env, *lifecycle, *supervise([env], [*nodes, *required], run_id)]
+    env = Node(package='rl_traj_ros', executable='franka_env_node', name='franka_env_node', namespace='env_0',
+               parameters=[{**params['franka_env_node'], 'autostart': False}], output='screen',
+               additional_env=env_vars)
+    lifecycle = ExecuteProcess(cmd=[sys.executable, '-m', 'rl_traj_ros.pipelines.lifecycle', '/env_0/franka_env_node',
+                                    'configure', 'activate', '--run-id', run_id, '--secret-file', secret],
+                               name='lifecycle', output='screen')
+
+    def on_lifecycle_exit(event, context):
+        if event.returncode != 0 and not context.is_shutdown:
+            return [_fail(f'the env node was not configured and activated (lifecycle exit {event.returncode}: '
+                          'see [lifecycle] above); nothing moved')]
+        return None
+    return [*nodes, *required, env, lifecycle,
+            RegisterEventHandler(OnProcessExit(target_action=lifecycle, on_exit=on_lifecycle_exit)),
+            *supervise([env], [*nodes, *required], run_id)]
