@@ -86,6 +86,32 @@ def test_franky_env_motions_state_gripper_and_limits(franky_sim):
         env.close()
 
 
+def test_a_policy_toggling_the_gripper_every_step_never_hangs_the_env(franky_sim):
+    """A learning policy's gripper command flips around 0.5 from one control step to the next: a
+    gripper command sent while the last one was in flight blocked franky for good (franky-sim never
+    answered either), hanging real_train's env node "moving home" for minutes. Now a command waits
+    for the one in flight (a later step sends it) and the reset's waits are bounded."""
+    import threading
+    from rl_traj_ros.envs.franky_env import FrankaFrankyEnv
+    env = FrankaFrankyEnv(franky_sim, max_episode_steps=4)
+    episodes = []
+
+    def run():
+        for ep in range(6):
+            env.reset()
+            for t in range(4):
+                env.step(np.array([0.3, -0.3, 0.2, 0, 0, 0, float(t % 2)], np.float32))
+            episodes.append(ep)
+    worker = threading.Thread(target=run, daemon=True)
+    try:
+        worker.start()
+        worker.join(120)
+        assert episodes == list(range(6)), f'stuck after episodes {episodes}'  # before the fix: inside episode 0
+    finally:
+        if not worker.is_alive():
+            env.close()
+
+
 def _demo_ids(demos):
     return json.loads((demos / 'trajectory_index.json').read_text())['trajectory_ids']
 

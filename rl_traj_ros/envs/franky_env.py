@@ -53,6 +53,11 @@ def target_pose(values: Sequence[float]) -> tuple[np.ndarray, Optional[np.ndarra
 
 
 FCI_PORT = 1337  # libfranka's command connection (TCP); the gripper uses 1338
+# Waits that were unbounded (a reset hung CI runs for minutes, the env's watchdog naming only "the
+# robot moving home"): past these the reset stops the motion or says which part did not finish.
+SETTLE_TIMEOUT_S = 30.0   # the last Cartesian step before the motion home
+GRIPPER_TIMEOUT_S = 5.0   # a gripper command (one takes ~0.8 s on franky-sim)
+_IN_FLIGHT: list = []     # (gripper, future) of commands still in flight at close: kept for the process's life
 
 
 def check_reachable(robot_ip: str, timeout_s: float) -> None:
@@ -137,6 +142,7 @@ class FrankaFrankyEnv(gym.Env):
         self._in_tol = 0
         self._t = 0
         self.recoveries = 0
+        self._gripper_future = None   # the gripper command in flight (franky's BoolFuture)
 
     # -- state --------------------------------------------------------------------------------
     def _tcp(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,13 +206,25 @@ class FrankaFrankyEnv(gym.Env):
                 time.sleep(0.3)
 
     def _set_gripper(self, close: bool) -> None:
-        if self.gripper is None or close == self._closed_gripper:
+        """Command the gripper when no command of it is in flight, else at a later step (each step
+        asks again: the newest wish wins). franky blocks a gripper command sent while another is in flight, and franky-sim
+        then never answers either: a policy toggling the gripper within a control period hung the
+        step for good (and the reset's open after it)."""
+        if self.gripper is None:
+            return
+        if self._gripper_busy(0.0) or close == self._closed_gripper:
             return
         self._closed_gripper = close
-        if close:
-            self.gripper.grasp_async(0.0, self.gripper_speed, self.gripper_force, epsilon_outer=1.0)
-        else:
-            self.gripper.move_async(0.08, self.gripper_speed)
+        g = self.gripper
+        self._gripper_future = (g.grasp_async(0.0, self.gripper_speed, self.gripper_force, epsilon_outer=1.0)
+                                if close else g.move_async(0.08, self.gripper_speed))
+
+    def _gripper_busy(self, wait_s: float) -> bool:
+        """Whether the last gripper command is still in flight after waiting up to ``wait_s``."""
+        if self._gripper_future is not None and not self._gripper_future.wait(wait_s):
+            return True
+        self._gripper_future = None
+        return False
 
     # -- gym API ---------------------------------------------------------------------------------
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -215,7 +233,7 @@ class FrankaFrankyEnv(gym.Env):
         self._settle()  # franky cannot switch motion type while the last Cartesian step still runs
         self._move(f.JointWaypointMotion([f.JointWaypoint(self.home)]), asynchronous=False)
         if self.gripper is not None:
-            self.gripper.move(0.08, self.gripper_speed)
+            self._open_gripper()
         self._closed_gripper = False
         self._in_tol = 0
         self._t = 0
@@ -242,17 +260,33 @@ class FrankaFrankyEnv(gym.Env):
         truncated = self._t >= self.max_episode_steps and not success
         return self._obs(), float(success), success, truncated, {'succeed': success, 'pos_error': dp, 'rot_error': dr}
 
+    def _open_gripper(self) -> None:
+        """Open for the next episode, once the command in flight (if any) is done: each wait bounded."""
+        for what in ('finish its last command', 'open'):
+            if self._gripper_busy(GRIPPER_TIMEOUT_S):
+                raise RuntimeError(f'reset: the gripper did not {what} within {GRIPPER_TIMEOUT_S} s '
+                                   f'(width {float(self.gripper.width):.3f} m)')
+            if what == 'open':
+                break
+            self._gripper_future = self.gripper.move_async(0.08, self.gripper_speed)
+        self._closed_gripper = False
+
     def _settle(self) -> None:
         try:
-            self.robot.join_motion()
+            if not self.robot.join_motion(SETTLE_TIMEOUT_S):
+                self.robot.stop()
         except self._franky.ControlException:
             self.robot.recover_from_errors()
 
     def close(self) -> None:
-        """Motion stopped on shutdown: let the last (short) step finish, then stop."""
+        """Motion stopped on shutdown: let the last (short) step finish, then stop. The gripper's
+        command in flight is waited for (bounded): its future must not outlive the gripper it uses
+        (freed in any order once the env is, it crashed the process); one still in flight is kept."""
         try:
             self._settle()
             if hasattr(self.robot, 'stop'):
                 self.robot.stop()
         except Exception as e:  # noqa: BLE001 - nothing left to stop
             print(f'franky close: {e}')
+        if self.gripper is not None and self._gripper_busy(GRIPPER_TIMEOUT_S):
+            _IN_FLIGHT.append((self.gripper, self._gripper_future))
