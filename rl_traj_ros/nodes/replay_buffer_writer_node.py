@@ -13,9 +13,6 @@ if __name__ == '__main__':  # first, before the heavy imports below: see stop_si
     from rl_traj_ros.nodes.stop_signals import install
     install()
 
-import shutil
-from pathlib import Path
-
 from rclpy.node import Node
 
 from .. import msg as M
@@ -29,15 +26,11 @@ from ..ros.run_link import RunLink
 from .common import declare, diagnostics_publisher, run_node, serve_stats, stop_drain, topic
 
 
-EMPTY_BUFFER_FILES = {'metadata.json', 'trajectory_index.json'}   # what a buffer that stored nothing holds
-
-
 class ReplayBufferWriterNode(Node):
     def __init__(self):
         super().__init__('replay_buffer_writer_node')
         p = declare(self, WRITER_NODE)
         self.p, self.link = p, RunLink(self, p)
-        self._made_dir = not Path(p['output_dir']).exists()   # (removed again at exit when nothing was stored)
         self.buffer = make_buffer(p)
         self.sink = ExactlyOnceSink(self.buffer, p['dedupe_window'])
         self.counters = {'received': 0, 'decode_errors': 0, 'disk_stalls': 0}
@@ -110,9 +103,6 @@ class ReplayBufferWriterNode(Node):
         self.buffer.close()
         self._publish_acks()
         self.get_logger().info(f'closed buffer: {self.stats()}')
-        out = Path(self.p['output_dir'])
-        if self._made_dir and not len(self.buffer) and {f.name for f in out.iterdir()} <= EMPTY_BUFFER_FILES:
-            shutil.rmtree(out)   # a run that failed before storing anything leaves no empty buffer behind
 
 
 def main(args=None) -> int:
