@@ -105,20 +105,30 @@ sys.exit(ls.run())
 '''
 
 
+def start(name, cwd, *args) -> subprocess.Popen:
+    """A launch file under a real LaunchService, in its own process group (a terminal's foreground job)."""
+    return subprocess.Popen([sys.executable, '-c', RUN, str(ROOT / 'launch' / name), *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env={**os.environ, 'MUJOCO_GL': 'egl'})
+
+
+def interrupt(p: subprocess.Popen, timeout=60) -> str:
+    """Ctrl-C (SIGINT to the group), then SIGKILL past ``timeout``: the rest of its output."""
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        return p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        return p.communicate()[0]
+
+
 def launch(name, cwd, *args, timeout=240):
     """Run a launch file with a real LaunchService until it ends by itself: (exit code, log)."""
-    p = subprocess.Popen([sys.executable, '-c', RUN, str(ROOT / 'launch' / name), *args], cwd=cwd,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                         env={**os.environ, 'MUJOCO_GL': 'egl'})
+    p = start(name, cwd, *args)
     try:
         log, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGINT)
-        try:
-            log, _ = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            log, _ = p.communicate()
+        log = interrupt(p)
         pytest.fail(f'{name} did not end by itself within {timeout} s:\n{log[-3000:]}')
     return p.returncode, log
 
@@ -259,22 +269,14 @@ def test_a_terminal_ctrl_c_on_the_sim_launch_ends_every_node_cleanly_and_loses_n
     from rl_traj_ros.storage.replay_buffer import TrajectoryReplayBuffer
     from test_sim_pipeline import by_identity
     out = tmp_path / 'run'
-    p = subprocess.Popen([sys.executable, '-c', RUN, str(ROOT / 'launch' / 'sim_collect.launch.py'),
-                          f'output_dir:={out}', 'episodes:=100000', 'image_obs:=false'], cwd=tmp_path,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                         env={**os.environ, 'MUJOCO_GL': 'egl'})
+    p = start('sim_collect.launch.py', tmp_path, f'output_dir:={out}', 'episodes:=100000', 'image_obs:=false')
     lines, deadline = [], time.monotonic() + 180
     for line in p.stdout:   # mid-step: after the env's progress line at 20 chunks (a step is 10 here)
         lines.append(line)
         if 'chunks=20 (' in line or time.monotonic() > deadline:
             break
     t0 = time.monotonic()
-    os.killpg(p.pid, signal.SIGINT)
-    try:
-        rest, _ = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        rest, _ = p.communicate()
+    rest = interrupt(p)
     took, log = time.monotonic() - t0, ''.join(lines) + rest
     print(f'\nlaunch exited {p.returncode} {took:.2f} s after the Ctrl-C')
     assert p.returncode == 0 and 'chunks=20 (' in log, log[-3000:]
