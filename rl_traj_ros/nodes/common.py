@@ -73,7 +73,11 @@ def run_stats(node: Node, stats: Callable[[], dict]) -> dict:
 def hardware_id(node: Node) -> str:
     """The DiagnosticStatus.hardware_id of a node's statuses: two runs in one domain share the node
     names on /diagnostics, so a reader keeps its own run's by this."""
-    return f"rl_traj_ros run {node.get_parameter('run_id').value}"
+    return run_hardware_id(node.get_parameter('run_id').value)
+
+
+def run_hardware_id(run_id: str) -> str:
+    return f'rl_traj_ros run {run_id}'
 
 
 def serve_stats(node: Node, stats: Callable[[], dict]) -> None:

@@ -28,7 +28,7 @@ from ..ros.qos import DATA_QOS, TELEOP_QOS
 from ..ros.run_link import RunLink
 from ..ros.signed_lifecycle import serve_signed_lifecycle
 from ..ros.side_topics import SideTopics
-from .common import declare, diagnostics_publisher, last_ack_s, run_node, serve_stats, topic, wait_acked
+from .common import declare, diagnostics_publisher, last_ack_s, run_node, run_stats, serve_stats, topic, wait_acked
 
 CONFIGURE_TIMEOUT_S = 120.0  # making the env: MuJoCo + EGL, or connecting to the robot
 
@@ -120,7 +120,7 @@ class FrankaEnvNode(LifecycleNode):
 
     def _closed(self, made: bool) -> None:
         if made:  # else configure reports the failure, as the last line
-            self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in self.stats().items()))
+            self.get_logger().info('done: ' + ' '.join(f'{k}={v:g}' for k, v in run_stats(self, self.stats).items()))
         wait_acked(self, (self._publish_status(),), min(5.0, last_ack_s(self.p['stop_deadline_s'])))  # to its readers
 
     def _encode(self, req) -> M.PolicyInput:
@@ -134,7 +134,7 @@ class FrankaEnvNode(LifecycleNode):
             self.get_logger().info(line)
 
     def stats(self) -> dict[str, float]:
-        return {**self.run.stats(self.cfg.num_epochs * self.cfg.chunks_per_epoch), **self.link.guard.counters}
+        return self.run.stats(self.cfg.num_epochs * self.cfg.chunks_per_epoch)
 
     def shutdown(self) -> None:
         self.run.end()

@@ -177,7 +177,8 @@ class RosRun:
             self.signals = StopSignals().install()
         compat.init()
         self.node = rclpy.create_node('sim_collect_runner')
-        mine = f'rl_traj_ros run {self.run_id}'  # nodes.common.hardware_id: another run's nodes have the same names
+        from ..nodes.common import run_hardware_id
+        mine = run_hardware_id(self.run_id)  # another run's nodes have the same names
         self.node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: self.status.update(
             {s.name: {kv.key: float(kv.value) for kv in s.values} for s in m.status if s.hardware_id == mine}), 100)
         for name, module in NODE_OF.items():
