@@ -74,6 +74,10 @@ class SimFrankaVecEnv(BatchedEnv):
         self.state_ids = [-1] * num_envs  # the state id each env's current episode started from
         self._forced: Optional[list] = None  # ids of an explicit reset_envs_to_state_ids
         os.environ.setdefault('MUJOCO_GL', 'egl')
+        # Mesa's (software EGL's) shader disk cache writes from a thread of its own that the process's
+        # exit waits for: seconds on a loaded machine, past launch's SIGTERM after a Ctrl-C
+        # (test_launch_signals). Its shaders compile in milliseconds; a GPU driver has no Mesa cache.
+        os.environ.setdefault('MESA_SHADER_CACHE_DISABLE', 'true')
         import gym_hil  # noqa: F401 - registers the envs
         self.image_obs = image_obs
         kwargs = {'image_obs': image_obs}
