@@ -7,7 +7,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / 'rl_traj_ros'
 # bottom to top; a module may import its own folder and any folder listed before it
-LAYERS = ['params', 'data', 'storage', 'delivery', 'episodes', 'policies', 'learning', 'collect', 'envs',
+LAYERS = ['params', 'data', 'storage', 'delivery', 'episodes', 'policies', 'rewards', 'learning', 'collect', 'envs',
           'teleop', 'rollout', 'assembly', ('msg', 'srv', 'ros'), 'nodes', 'viz', 'pipelines', 'cli']
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in ((layer,) if isinstance(layer, str) else layer)}
 

@@ -9,6 +9,7 @@ from .collector_node import COLLECTOR_NODE
 from .env_node import ENV_NODE
 from .learner_node import LEARNER_NODE
 from .policy_node import POLICY_NODE
+from .reward_training import REWARD_TRAINING
 from .spec import resolve
 from .teleop_nodes import GELLO_NODE, SPACEMOUSE_NODE
 from .writer_node import WRITER_NODE
@@ -22,5 +23,6 @@ LEARNER = resolve(LEARNER_NODE, {})
 RLPD = resolve(LEARNER_NODE, {'algorithm': 'rlpd'})
 SPACEMOUSE = resolve(SPACEMOUSE_NODE, {})
 GELLO = resolve(GELLO_NODE, {})
+REWARD_TRAIN = resolve(REWARD_TRAINING, {})
 
-__all__ = ['ENV', 'POLICY', 'SAC', 'COLLECTOR', 'WRITER', 'LEARNER', 'RLPD', 'SPACEMOUSE', 'GELLO']
+__all__ = ['ENV', 'POLICY', 'SAC', 'COLLECTOR', 'WRITER', 'LEARNER', 'RLPD', 'SPACEMOUSE', 'GELLO', 'REWARD_TRAIN']
