@@ -11,7 +11,7 @@ import torch
 from rl_traj_ros.rewards import classifier as rc
 from rl_traj_ros.rewards.detector import Source, SuccessDetector
 from rl_traj_ros.rewards.labels import Label, frame_targets, outcome
-from rl_traj_ros.rewards.train import TrainConfig, metrics, split_episodes, train_classifier
+from rl_traj_ros.rewards.train import config, metrics, split_episodes, train_classifier
 
 SIZE, LENGTH = 48, 16
 CAMERAS = ('front', 'wrist')
@@ -61,7 +61,7 @@ def test_the_split_is_by_whole_episodes():
 
 def test_the_classifier_learns_success_from_two_cameras_and_its_checkpoint_refuses_other_cameras(tmp_path):
     views, targets, episodes = _episodes(24, seed=1)
-    model, m = train_classifier(views, targets, episodes, CAMERAS, TrainConfig(train_epochs=8, seed=0), log=lambda s: None)
+    model, m = train_classifier(views, targets, episodes, CAMERAS, config(train_epochs=8), log=lambda s: None)
     print({k: round(v, 3) for k, v in m.items()})
     assert m['held_out_episodes'] == 6 and m['held_out_positives'] > 0
     assert m['held_out_precision'] >= 0.9 and m['held_out_recall'] >= 0.9 and m['held_out_false_positive_rate'] <= 0.05
@@ -87,7 +87,7 @@ def test_the_classifier_learns_success_from_two_cameras_and_its_checkpoint_refus
 def test_one_class_of_frames_is_refused_naming_the_counts():
     views, targets, episodes = _episodes(4, seed=2)
     with pytest.raises(ValueError, match='0 success frames'):
-        train_classifier(views, np.zeros_like(targets), episodes, CAMERAS, TrainConfig(train_epochs=1), log=lambda s: None)
+        train_classifier(views, np.zeros_like(targets), episodes, CAMERAS, config(train_epochs=1), log=lambda s: None)
 
 
 def test_metrics_count_what_a_reward_needs():

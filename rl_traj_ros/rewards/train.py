@@ -11,7 +11,6 @@ per frame, at the threshold the run will use.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -19,19 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from ..params.defaults import REWARD_TRAIN
+from ..params.reward_training import REWARD_TRAINING
+from ..params.spec import Config, resolve
 from .classifier import SuccessClassifier
-
-
-@dataclass
-class TrainConfig:
-    """``params.reward_training`` says what each is."""
-    train_epochs: int = REWARD_TRAIN.train_epochs
-    batch_size: int = REWARD_TRAIN.batch_size
-    lr: float = REWARD_TRAIN.lr
-    held_out: float = REWARD_TRAIN.held_out
-    threshold: float = REWARD_TRAIN.threshold
-    shift_px: int = REWARD_TRAIN.shift_px
-    seed: int = REWARD_TRAIN.seed
 
 
 def split_episodes(episodes: np.ndarray, held_out: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,9 +58,10 @@ def metrics(prob: np.ndarray, target: np.ndarray, threshold: float) -> dict[str,
 
 
 def train_classifier(views: torch.Tensor, targets: np.ndarray, episodes: np.ndarray, cameras: Sequence[str],
-                     cfg: TrainConfig = TrainConfig(), log=print) -> tuple[SuccessClassifier, dict[str, float]]:
+                     cfg: Config = REWARD_TRAIN, log=print) -> tuple[SuccessClassifier, dict[str, float]]:
     """Train on the training episodes' frames; return the model and its held-out figures
-    (``held_out_*``), plus the training set's (``train_*``) and the time it took."""
+    (``held_out_*``), plus the training set's (``train_*``) and the time it took. ``cfg``:
+    ``params.reward_training`` (``config(train_epochs=...)`` overrides, range-checked)."""
     if not (len(views) == len(targets) == len(episodes)):
         raise ValueError(f'{len(views)} frames, {len(targets)} targets, {len(episodes)} episode ids: one each')
     targets, episodes = np.asarray(targets, np.float32), np.asarray(episodes)
@@ -107,4 +97,8 @@ def train_classifier(views: torch.Tensor, targets: np.ndarray, episodes: np.ndar
     return model, out
 
 
-__all__ = ['TrainConfig', 'metrics', 'split_episodes', 'train_classifier']
+def config(**given) -> Config:
+    return resolve(REWARD_TRAINING, given)
+
+
+__all__ = ['config', 'metrics', 'split_episodes', 'train_classifier']
