@@ -137,7 +137,7 @@ def test_two_sim_train_runs_in_one_domain_both_finish_as_if_each_ran_alone(tmp_p
     the weights of the same run in one process, and each run dropped the other's messages."""
     def cli(out, *extra):
         cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_train', '--steps', '3', '--output-dir', str(out),
-               '--quiet', *extra]
+               *extra]  # not --quiet: a failed run shows its nodes' last lines
         try:  # (~30 s alone) within the test's own timeout, so that a run that hangs shows what it printed
             return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=200)
         except subprocess.TimeoutExpired as e:
