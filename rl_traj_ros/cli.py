@@ -18,6 +18,7 @@ PIPELINE_OPTIONS = {
                      'camera', 'camera_driver', 'quiet', 'run_id', 'secret_file'},
     'real_train': {'config', 'robot_ip', 'demos_dir', 'log_dir', 'steps', 'observation', 'hid_udp_port', 'camera',
                    'camera_driver', 'quiet', 'run_id', 'secret_file'},
+    'train_reward': {'config', 'demos', 'output_dir'},
     'real_eval': {'config', 'robot_ip', 'log_dir', 'checkpoint', 'eval_episodes', 'hid_udp_port', 'camera',
                   'camera_driver', 'quiet', 'run_id', 'secret_file'},
 }
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument('--image-size', type=int, default=128)
     run = sub.add_parser('run', help='run a pipeline without launch (same nodes, same YAML)')
     run.add_argument('pipeline', choices=['sim_collect', 'sim_train', 'sim_eval', 'real_collect', 'real_train',
-                                                'real_eval'])
+                                                'real_eval', 'train_reward'])
     run.add_argument('--config', default=None, help='params YAML (default: config/sim_collect.yaml)')
     run.add_argument('--num-env-nodes', type=int, default=1)
     run.add_argument('--num-envs', type=int, default=None, help='envs per env node')
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--robot-ip', default=None, help='real_collect: robot (or franky-sim) address')
     run.add_argument('--demos-dir', default=None, help='real_collect: append to this demos directory; '
                      'sim_train --algo rlpd: the demonstrations of the demo half of every batch')
+    run.add_argument('--demos', nargs='+', default=None, metavar='DIR',
+                     help='train_reward: recorded runs (LeRobot datasets) with success labels')
     run.add_argument('--algo', choices=['ppo', 'rlpd'], default=None,
                      help='sim_train: the learner (default: the config\'s; rlpd: config/sim_train_rlpd.yaml)')
     run.add_argument('--log-dir', default=None, help='real_collect: logs/{timestamp}/ goes here')
@@ -113,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         from .pipelines import real_train
         args.config = args.config or str(real_train.DEFAULT_CONFIG)
         return real_train.main(args)
+    if args.command == 'run' and args.pipeline == 'train_reward':
+        from .pipelines import train_reward
+        return train_reward.main(args)
     if args.command == 'run' and args.pipeline == 'real_eval':
         from .pipelines import real_eval
         args.config = args.config or str(real_eval.DEFAULT_CONFIG)

@@ -7,11 +7,12 @@ import re
 import pytest
 
 from rl_traj_ros import cli
-from rl_traj_ros.pipelines import real_collect, real_eval, real_train, sim_collect, sim_train
+from rl_traj_ros.pipelines import real_collect, real_eval, real_train, sim_collect, sim_train, train_reward
 
 ENTRY = {'sim_collect': [sim_collect.main], 'sim_train': [sim_train.main], 'sim_eval': [sim_train.eval_main],
          'real_collect': [real_collect.main, real_collect.run_nodes],  # run_nodes: quiet, run id and secret
-         'real_train': [real_train.main, real_collect.run_nodes], 'real_eval': [real_eval.main, real_collect.run_nodes]}
+         'real_train': [real_train.main, real_collect.run_nodes], 'real_eval': [real_eval.main, real_collect.run_nodes],
+         'train_reward': [train_reward.main]}
 CLI_READS = {'sim_train': {'algo', 'config'}, 'sim_eval': {'algo', 'config'}}  # the default config follows --algo
 
 

@@ -115,3 +115,61 @@ def test_the_detector_holds_before_success_and_the_operator_always_wins():
         SuccessDetector(threshold=1.0, hold=3)
     with pytest.raises(ValueError, match='hold'):
         SuccessDetector(threshold=0.5, hold=0)
+
+
+def _record(root, episodes: int, seed: int, cameras=CAMERAS, size: int = SIZE) -> None:
+    """A LeRobot dataset written by the package's own writer, as a run records it: every other
+    episode a success, its cube lifted in its last frame (the one ``next.success`` marks)."""
+    from rl_traj_ros.episodes.lerobot_writer import LeRobotWriter
+    from rl_traj_ros.episodes.record import EpisodeRecord
+    rng = np.random.default_rng(seed)
+    w = LeRobotWriter(str(root), camera_names=list(cameras))
+    for e in range(episodes):
+        success, x0, obs = e % 2 == 0, int(rng.integers(4, size - 12)), []
+        for t in range(LENGTH + 1):
+            lifted = success and t == LENGTH - 1
+            img = rng.integers(0, 60, (len(cameras), size, size, 3), dtype=np.uint8)
+            y = 4 if lifted else size // 2 + int(rng.integers(-2, 3))
+            img[:, y:y + 8, x0:x0 + 8] = (220, 40, 40)
+            o = {'states': np.zeros(4, np.float32), 'main_images': img[0]}
+            if len(cameras) > 1:
+                o['extra_view_images'] = img[1:]
+            obs.append(o)
+        rewards = [0.0] * (LENGTH - 1) + [1.0 if success else 0.0]
+        w.write(EpisodeRecord(0, e, observations=obs, actions=[np.zeros(7)] * LENGTH, rewards=rewards,
+                              terminated=[False] * (LENGTH - 1) + [True], truncated=[False] * LENGTH, success=success))
+    w.close()
+
+
+def test_run_train_reward_trains_on_recorded_runs_and_refuses_mixed_cameras(tmp_path):
+    """The command as a user runs it, on two recorded datasets: positives are the frames the
+    success label marks, the figures are on held-out episodes, the checkpoint names the cameras."""
+    import json
+    import subprocess
+    import sys
+    from rosutil import ROOT
+    from rl_traj_ros.episodes.lerobot_reader import labeled_episodes
+    _record(tmp_path / 'run_a' / 'collected_data', 14, seed=3)
+    _record(tmp_path / 'run_b' / 'collected_data', 14, seed=4)
+    eps = labeled_episodes(tmp_path / 'run_a' / 'collected_data')
+    assert [e.success_at for e in eps[:2]] == [LENGTH - 1, None] and eps[0].frames['observation.images.wrist'].shape == \
+        (LENGTH, SIZE, SIZE, 3)
+    (tmp_path / 'cfg.yaml').write_text('train_epochs: 15\n')
+
+    def cli(*demos):
+        return subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos', *map(str, demos),
+                               '--output-dir', str(tmp_path / 'out'), '--config', str(tmp_path / 'cfg.yaml')],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = cli(tmp_path / 'run_a', tmp_path / 'run_b')
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    print(r.stdout.splitlines()[0], r.stdout.splitlines()[-1])
+    assert '448 frames of 28 episodes (14 successful)' in r.stdout and 'held out (7 episodes' in r.stdout
+    m = json.loads((tmp_path / 'out' / 'metrics.json').read_text())
+    assert m['held_out_positives'] > 0 and m['held_out_precision'] >= 0.8 and m['held_out_recall'] >= 0.8
+    _, meta = rc.load(tmp_path / 'out' / 'success_classifier.pt')
+    assert meta['cameras'] == list(CAMERAS) and meta['image_size'] == SIZE
+
+    _record(tmp_path / 'front_only', 2, seed=5, cameras=('front',))
+    r = cli(tmp_path / 'run_a', tmp_path / 'front_only')
+    assert r.returncode == 1 and "records cameras ['front'] at 48x48, an earlier dataset ['front', 'wrist']" in r.stdout, \
+        r.stdout[-2000:] + r.stderr[-2000:]

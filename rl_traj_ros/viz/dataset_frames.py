@@ -8,7 +8,6 @@ Either naming (lerobot's observation.images.<camera>, ...; or the spec's image, 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
+
+from ..episodes.lerobot_reader import png_frame, video_frames
 
 
 def _tasks(root: Path) -> dict[int, str]:
@@ -32,33 +33,11 @@ TEXT_KEYS = ('observation.state', 'state', 'action', 'actions', 'next.reward', '
              'is_success', 'timestamp')
 
 
-def _video_frames(root: Path, info: dict, episodes: list[int] | None) -> dict[tuple[str, int], np.ndarray]:
-    """(camera key, episode) -> that episode's frames, cut from the camera's MP4 files."""
-    from ..episodes.video import decode_frames
-    keys = [k for k, f in info['features'].items() if f['dtype'] == 'video']
-    if not keys:
-        return {}
-    rows = pa.concat_tables([pq.read_table(f) for f in sorted((root / 'meta' / 'episodes').glob('*/*.parquet'))])
-    decoded: dict[Path, np.ndarray] = {}
-    out = {}
-    for e in rows.to_pylist():
-        if episodes is not None and e['episode_index'] not in episodes:
-            continue
-        for k in keys:
-            path = root / info['video_path'].format(video_key=k, chunk_index=e[f'videos/{k}/chunk_index'],
-                                                    file_index=e[f'videos/{k}/file_index'])
-            if path not in decoded:
-                decoded[path] = decode_frames(path)
-            first = round(e[f'videos/{k}/from_timestamp'] * info['fps'])
-            out[(k, e['episode_index'])] = decoded[path][first:first + e['length']]
-    return out
-
-
 def export_frames(dataset_dir: str, out: str, episodes: list[int] | None = None) -> int:
     root = Path(dataset_dir)
     info = json.loads((root / 'meta' / 'info.json').read_text())
     image_keys = [k for k, f in info['features'].items() if f['dtype'] == 'image']
-    videos = _video_frames(root, info, episodes)
+    videos = video_frames(root, info, episodes)
     video_keys = sorted({k for k, _ in videos})
     tasks = _tasks(root)
     files = sorted((root / 'data').glob('*/*.parquet'))
@@ -75,8 +54,7 @@ def export_frames(dataset_dir: str, out: str, episodes: list[int] | None = None)
         step = int(row['frame_index'])
         for k in image_keys + video_keys:
             name = d / f'step_{step:06d}_{k.removeprefix("observation.images.")}.jpg'
-            img = (Image.open(io.BytesIO(row[k]['bytes'])).convert('RGB') if k in image_keys
-                   else Image.fromarray(videos[(k, ep)][step]))
+            img = Image.fromarray(png_frame(row[k]) if k in image_keys else videos[(k, ep)][step])
             img.save(name, quality=90)
         lines = [f'task: {tasks.get(int(row["task_index"]), row["task_index"])}']
         for k in TEXT_KEYS:
