@@ -57,6 +57,7 @@ FCI_PORT = 1337  # libfranka's command connection (TCP); the gripper uses 1338
 # robot moving home"): past these the reset stops the motion or says which part did not finish.
 SETTLE_TIMEOUT_S = 30.0   # the last Cartesian step before the motion home
 GRIPPER_TIMEOUT_S = 5.0   # a gripper command (one takes ~0.8 s on franky-sim)
+HOME_TIMEOUT_S = 30.0     # the joint motion home (a few seconds); a motion not done by then is sent again once
 _IN_FLIGHT: list = []     # (gripper, future) of commands still in flight at close: kept for the process's life
 
 
@@ -231,7 +232,7 @@ class FrankaFrankyEnv(gym.Env):
         super().reset(seed=seed)
         f = self._franky
         self._settle()  # franky cannot switch motion type while the last Cartesian step still runs
-        self._move(f.JointWaypointMotion([f.JointWaypoint(self.home)]), asynchronous=False)
+        self._go_home()
         if self.gripper is not None:
             self._open_gripper()
         self._closed_gripper = False
@@ -270,6 +271,23 @@ class FrankaFrankyEnv(gym.Env):
                 break
             self._gripper_future = self.gripper.move_async(0.08, self.gripper_speed)
         self._closed_gripper = False
+
+    def _go_home(self) -> None:
+        """The joint motion home, asynchronous and joined with a bound: a synchronous move that the
+        robot never reports done (seen on franky-sim under load, next to another run) held the
+        env's step for good. Not done in ``HOME_TIMEOUT_S``: stopped, recovered and sent again
+        once, then the reset fails, naming it (the node exits non-zero instead of hanging)."""
+        f = self._franky
+        for attempt in range(2):
+            self._move(f.JointWaypointMotion([f.JointWaypoint(self.home)]), asynchronous=True)
+            try:
+                if self.robot.join_motion(HOME_TIMEOUT_S):
+                    return
+            except f.ControlException as e:
+                print(f'franky reset: the motion home failed ({e}); recovering', flush=True)
+            self.robot.stop()
+            self.robot.recover_from_errors()
+        raise RuntimeError(f'reset: the robot did not reach its home joint positions within {HOME_TIMEOUT_S} s, twice')
 
     def _settle(self) -> None:
         try:
