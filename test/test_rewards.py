@@ -102,6 +102,9 @@ def test_the_detector_holds_before_success_and_the_operator_always_wins():
     done = d.step(0.0, False, 0.61)
     assert (done.reward, done.terminated, done.success, done.source) == (1.0, True, True, Source.CLASSIFIER)
     assert d.run == 0  # the next episode starts its own hold
+    nan = [d.step(0.0, False, p) for p in (0.9, 0.9, float('nan'), 0.9, 0.9)]  # a NaN score breaks the hold
+    assert not any(s.terminated for s in nan) and d.nonfinite == 1
+    d.reset()
     # the sim's reward and termination are withheld while the classifier gives the reward
     assert d.step(1.0, True, 0.1) == d.step(1.0, True, 0.1) and not d.step(1.0, True, 0.1).terminated
     op = d.step(0.0, False, 0.99, Label.FAILURE)

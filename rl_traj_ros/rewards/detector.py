@@ -10,6 +10,7 @@ the step, so a dataset shows what it learned from.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -40,6 +41,7 @@ class SuccessDetector:
             raise ValueError(f'reward classifier hold must be at least 1 frame, got {hold}')
         self.threshold, self.hold = float(threshold), int(hold)
         self.run = 0  # consecutive frames at or over the threshold in this episode
+        self.nonfinite = 0  # NaN / inf scores: counted, never a success, and they break the hold
 
     def reset(self) -> None:
         """A new episode: no frame counts toward the hold yet."""
@@ -57,6 +59,10 @@ class SuccessDetector:
             return Decision(given[0], given[1], Source.OPERATOR, success=label == Label.SUCCESS)
         if probability is None:
             return Decision(float(env_reward), bool(env_terminated), Source.ENV, success=bool(env_terminated and env_reward > 0))
+        if not math.isfinite(probability):
+            self.nonfinite += 1
+            self.run = 0
+            return Decision(0.0, False, Source.CLASSIFIER)
         self.run = self.run + 1 if probability >= self.threshold else 0
         if self.run >= self.hold:
             self.reset()
