@@ -278,7 +278,7 @@ class FrankaFrankyEnv(gym.Env):
         env's step for good. Not done in ``HOME_TIMEOUT_S``: stopped, recovered and sent again
         once, then the reset fails, naming it (the node exits non-zero instead of hanging)."""
         f = self._franky
-        for attempt in range(2):
+        for _ in range(2):
             self._move(f.JointWaypointMotion([f.JointWaypoint(self.home)]), asynchronous=True)
             try:
                 if self.robot.join_motion(HOME_TIMEOUT_S):
