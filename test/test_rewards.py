@@ -77,8 +77,13 @@ def test_the_classifier_learns_success_from_two_cameras_and_its_checkpoint_refus
     with pytest.raises(ValueError, match='at 64x64'):
         loaded.check_matches(CAMERAS, 64)
     (tmp_path / 'other.pt').write_bytes(b'not a checkpoint')
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match='other.pt: not a success classifier checkpoint'):
         rc.load(tmp_path / 'other.pt')
+    torch.save({'format': rc.FORMAT, 'code': Label}, tmp_path / 'pickled.pt')   # a class: code, refused
+    with pytest.raises(ValueError, match='pickled.pt: not a success classifier checkpoint.*weights_only'):
+        rc.load(tmp_path / 'pickled.pt')
+    with pytest.raises(FileNotFoundError, match='missing.pt: no such file'):
+        rc.load(tmp_path / 'missing.pt')
     torch.save({'format': 'something else'}, tmp_path / 'foreign.pt')
     with pytest.raises(ValueError, match='not a success classifier checkpoint'):
         rc.load(tmp_path / 'foreign.pt')
@@ -176,3 +181,116 @@ def test_run_train_reward_trains_on_recorded_runs_and_refuses_mixed_cameras(tmp_
     r = cli(tmp_path / 'run_a', tmp_path / 'front_only')
     assert r.returncode == 1 and "records cameras ['front'] at 48x48, an earlier dataset ['front', 'wrist']" in r.stdout, \
         r.stdout[-2000:] + r.stderr[-2000:]
+
+
+# -- the labels and the classifier in a real env's steps (MuJoCo, rewards.step_reward) --------------
+
+def _sim(tmp_path, reward, size=32):
+    """Two real sim envs with cameras, their reward decided by ``reward``, recorded as LeRobot."""
+    from rl_traj_ros.envs.sim_franka import SimFrankaVecEnv
+    from rl_traj_ros.episodes import CollectEpisode
+    env = SimFrankaVecEnv(2, image_obs=True, image_size=size, max_episode_steps=40)
+    env.step_reward = reward
+    return CollectEpisode(env, str(tmp_path / 'data'), num_envs=2, fps=10, finalize_interval=1)
+
+
+def _labels(running=lambda: True):
+    import time
+    from rl_traj_ros.rewards.events import EpisodeLabels
+    return EpisodeLabels(2, running, time.time_ns)
+
+
+def test_operator_labels_end_sim_episodes_and_the_dataset_holds_them(tmp_path):
+    """success / failure end the labeled env's episode at the next step (terminated, reward 1 / 0,
+    source operator), re-record cuts and drops it; the sim's own check stays the truth
+    (true_success) and the dataset records the label (next.reward, next.success, reward_source)."""
+    import time
+    from rl_traj_ros.episodes.lerobot_reader import labeled_episodes
+    from rl_traj_ros.rewards.step_reward import StepReward
+    labels = _labels()
+    reward = StepReward('env', 2, labels)
+    env = _sim(tmp_path, reward)
+    env.reset(seed=0)
+    zero = np.zeros((2, 7), np.float32)
+    for _ in range(3):
+        _, r, te, tr, info = env.step(zero)
+        assert not (te.any() or tr.any()) and (info['reward_source'] == int(Source.ENV)).all()
+    stamp = time.time_ns()
+    assert labels.offer('success', 0, stamp, 'spacemouse') is None
+    assert labels.offer(Label.RERECORD, 1, stamp, 'pedal') is None
+    _, r, te, tr, info = env.step(zero)
+    assert te.tolist() == [True, False] and tr.tolist() == [False, True] and r.tolist() == [1.0, 0.0]
+    assert info['success'].tolist() == [True, False] and info['true_success'].tolist() == [False, False]
+    assert info['reward_source'].tolist() == [int(Source.OPERATOR)] * 2 and info['rerecord'].tolist() == [False, True]
+    for _ in range(2):
+        env.step(zero)
+    assert labels.offer('failure', -1, time.time_ns(), 'spacemouse') is None
+    _, r, te, tr, info = env.step(zero)
+    assert te.tolist() == [True, True] and r.tolist() == [0.0, 0.0] and info['success'].tolist() == [False, False]
+
+    # refused, each with its reason, none of them reaching a step
+    now = time.time_ns()
+    assert 'envs 0..1 (or -1 for all), not 5' in labels.offer('success', 5, now, 'spacemouse')
+    assert 'a replay' in labels.offer('success', 0, stamp, 'spacemouse')
+    assert 'more than 60 s' in labels.offer('success', 0, now - 120 * 10**9, 'other')
+    assert 'success, failure, re-record' in labels.offer('maybe', 0, now, 'other')
+    assert labels.offer('failure', 0, now, 'key') is None
+    assert 'still waiting for its step' in labels.offer('success', 0, now + 1, 'pedal')
+    stopped = _labels(running=lambda: False)
+    assert 'no episode is running' in stopped.offer('success', 0, now, 'spacemouse')
+    assert labels.counters == {'labels_taken': 4, 'labels_refused': 5}
+    _, r, te, _, _ = env.step(zero)
+    assert te.tolist() == [True, False]
+    assert reward.stats()['episodes_rerecorded'] == 1 and reward.stats()['operator_labels'] == 5
+    env.close()
+    assert env.episodes_rerecorded == 1
+    eps = labeled_episodes(tmp_path / 'data')
+    # in the order they ended: env 0 success at its 4th step, env 0 and env 1 (its re-recorded
+    # episode dropped) failure at their 3rd, env 0 failure at its 1st
+    assert [(e.length, e.success_at) for e in eps] == [(4, 3), (3, None), (3, None), (1, None)]
+    import pyarrow.parquet as pq
+    rows = pq.read_table(next((tmp_path / 'data').rglob('data/*/*.parquet'))).to_pylist()
+    first = [r for r in rows if r['episode_index'] == 0]
+    assert [r['next.reward'] for r in first] == [0.0, 0.0, 0.0, 1.0] and first[-1]['next.success'] is True
+    assert [r['complementary_info.reward_source'] for r in first] == [0.0, 0.0, 0.0, 2.0]
+
+
+def test_the_classifier_gives_the_reward_after_its_hold_and_the_sims_success_only_scores(tmp_path):
+    """reward_source classifier on real camera frames: success after ``hold`` frames over the
+    threshold (terminated, reward 1, source classifier), the sim's truth in true_success only; a
+    NaN score is counted, never a success; the operator's label wins; a checkpoint of other cameras
+    is refused naming both."""
+    import time
+    from rl_traj_ros.rewards.step_reward import StepReward
+    model = rc.SuccessClassifier(CAMERAS, 32)
+    with pytest.raises(ValueError, match=r"trained on cameras \['front', 'wrist'\] at 32x32; this run has cameras "
+                                         r"\['front'\] at 32x32"):
+        StepReward('classifier', 2, None, model, 0.5, 2, ('front',), 32)
+    with pytest.raises(ValueError, match="needs reward_classifier"):
+        StepReward('classifier', 2, None, None, 0.5, 2, CAMERAS, 32)
+    with pytest.raises(ValueError, match="reward_source must be one of env, classifier, operator"):
+        StepReward('sim', 2)
+    with torch.no_grad():   # every frame scores 1.0: what a classifier that learned to be fooled says
+        model.head[-1].bias.fill_(50.0)
+    labels = _labels()
+    reward = StepReward('classifier', 2, labels, model, 0.5, 3, CAMERAS, 32)
+    env = _sim(tmp_path, reward)
+    env.reset(seed=0)
+    zero = np.zeros((2, 7), np.float32)
+    seen = []
+    for _ in range(3):
+        _, r, te, tr, info = env.step(zero)
+        seen.append((r.tolist(), te.tolist(), info['reward_source'].tolist()))
+    assert seen[:2] == [([0.0, 0.0], [False, False], [1, 1])] * 2 and seen[2] == ([1.0, 1.0], [True, True], [1, 1])
+    assert info['success'].tolist() == [True, True] and info['true_success'].tolist() == [False, False]
+    assert reward.stats()['classifier_successes'] == 2
+    assert labels.offer('failure', 1, time.time_ns(), 'key') is None
+    _, r, te, tr, info = env.step(zero)   # env 1: the operator wins over the classifier's score
+    assert info['reward_source'].tolist() == [1, 2] and te.tolist() == [False, True] and r.tolist() == [0.0, 0.0]
+    with torch.no_grad():
+        model.head[-1].bias.fill_(float('nan'))
+    for _ in range(4):
+        _, r, te, tr, info = env.step(zero)
+        assert not te.any() and (r == 0).all()
+    assert reward.stats()['classifier_nonfinite'] == 8
+    env.close()

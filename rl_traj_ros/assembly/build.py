@@ -177,9 +177,10 @@ def rollout_config(params: dict, env_rank: Optional[int] = None) -> RolloutConfi
     return RolloutConfig(**{k: p[k] for k in RolloutConfig.__dataclass_fields__})
 
 
-def make_env(p: dict, frames=None):
+def make_env(p: dict, frames=None, labels=None):
     """The env node's env from its parameters: the sim (``sim_franka``) or one franky robot with
-    the cameras' ``frames`` (``envs.cameras.CameraFrames``), wrapped by CollectEpisode when it
+    the cameras' ``frames`` (``envs.cameras.CameraFrames``), its reward from ``reward_source`` and
+    the operator's ``labels`` (``rewards.events.EpisodeLabels``), wrapped by CollectEpisode when it
     records episodes. Made in the thread that steps it (an EGL context is bound to its thread)."""
     if p['env_type'] == 'franky':
         from ..envs.batched import BatchedEnv
@@ -199,6 +200,11 @@ def make_env(p: dict, frames=None):
         env = sim_env_from_params(p, p['env_rank'])
     else:
         raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
+    try:
+        env.step_reward = step_reward(p, [c.name for c in frames.cameras] if frames else p['camera_names'], labels)
+    except Exception:
+        env.close()
+        raise
     if p['collect_episodes']:
         from ..episodes import CollectEpisode, collect_episode_kwargs
         try:
@@ -208,6 +214,21 @@ def make_env(p: dict, frames=None):
             env.close()  # here, in its own (EGL) thread, not in a destructor after EGL is gone
             raise
     return env
+
+
+def step_reward(p: dict, cameras: list, labels=None):
+    """The env's ``rewards.step_reward.StepReward`` from ``reward_source`` (None: the env's own
+    reward and no label source: nothing to decide)."""
+    from ..rewards.step_reward import StepReward
+    if p['reward_source'] == 'env' and labels is None:
+        return None
+    classifier, threshold = None, p['reward_threshold']
+    if p['reward_source'] == 'classifier' and p['reward_classifier']:
+        from ..rewards.classifier import load
+        classifier, meta = load(p['reward_classifier'])
+        threshold = meta['threshold'] if math.isnan(threshold) else threshold
+    return StepReward(p['reward_source'], p['num_envs'], labels, classifier, threshold, p['reward_hold'], cameras,
+                      p['image_size'])
 
 
 def joint_positions(env) -> list[int]:

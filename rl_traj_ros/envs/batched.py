@@ -2,7 +2,14 @@
 
 The env node drives any robot through this: ``obs_fn(i, raw)`` maps an env's raw observation
 to the spec's keys; finished envs are reset at once and their pre-reset observation is put in
-``info['final_obs']`` (CollectEpisode then records exact episodes).
+``info['final_obs']`` (CollectEpisode then records exact episodes). ``step_reward``
+(``rewards.step_reward``; None: the env's own) decides each env's reward, end and success after
+its step and before its reset, so an episode that an operator's label or the success classifier
+ends resets like one the env ended; ``info['success']`` is then the decided success (what the
+dataset records: the operator's label, the classifier's), ``info['reward_source']`` and
+``info['rerecord']`` say what decided. ``success_is_truth``: the env's own check is the truth
+(the sim's: it scores a run whose reward it withholds) and travels as ``info['true_success']``,
+which the run's success counts take; a real cell has none.
 """
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ class BatchedEnv:
         self.envs, self.obs_fn, self.task, self.seed = envs, obs_fn, task, seed
         self.num_envs = len(envs)
         self.success_key = success_key
+        self.step_reward = None
+        self.success_is_truth = False
         self._episode = [0] * self.num_envs
         # what the dimensions and cameras are, when the envs say (dataset feature names)
         for attr in ('state_names', 'action_names', 'camera_names', 'robot_type'):
@@ -66,23 +75,32 @@ class BatchedEnv:
         obs, rew = [], np.zeros(self.num_envs, np.float32)
         term = np.zeros(self.num_envs, bool)
         trunc = np.zeros(self.num_envs, bool)
-        success = np.zeros(self.num_envs, bool)
+        success, true = np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool)
+        source, rerecord = np.zeros(self.num_envs, np.int64), np.zeros(self.num_envs, bool)
         final_obs: list = [None] * self.num_envs
         for i, env in enumerate(self.envs):
             raw, r, te, tr, info = env.step(self._act(i, actions[i]))
             r, te, tr, success[i] = self._outcome(i, raw, r, te, tr, info)
+            true[i], o = success[i], self.obs_fn(i, raw)
+            if self.step_reward is not None:
+                d = self.step_reward.decide(i, o, r, te, tr, success[i])
+                r, te, tr, success[i] = d.reward, d.terminated, d.truncated, d.success
+                source[i], rerecord[i] = int(d.source), d.rerecord
             rew[i], term[i], trunc[i] = r, te, tr
-            o = self.obs_fn(i, raw)
             if te or tr:
                 final_obs[i] = o
                 o = self._reset_one(i)
+                if self.step_reward is not None:
+                    self.step_reward.reset(i)
             obs.append(o)
         done = term | trunc
-        info: dict = {'success': success, '_success': done}
+        info: dict = {'success': success, '_success': done, 'reward_source': source, 'rerecord': rerecord}
+        if self.success_is_truth:
+            info['true_success'] = true
         if done.any():
             info['final_obs'] = np.array(final_obs, dtype=object)
             info['_final_obs'] = done
-            info['final_info'] = {'success': success, '_success': done}
+            info['final_info'] = {k: info[k] for k in ('success', '_success', 'true_success') if k in info}
         return self._batch(obs), rew, term, trunc, info
 
     def close(self) -> None:

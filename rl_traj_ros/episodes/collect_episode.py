@@ -31,7 +31,7 @@ from ..params.defaults import ENV
 from ..storage.background import BackgroundWriter
 from .lerobot_writer import LeRobotWriter
 from .pickle_writer import PickleWriter
-from .record import EpisodeRecord
+from .record import REWARD_FROM_ENV, EpisodeRecord
 
 SUCCESS_KEYS = ('success_once', 'success_at_end', 'success')
 
@@ -128,6 +128,7 @@ class CollectEpisode(gym.Wrapper):
         self._awaiting_reset = [False] * self.num_envs
         self.episodes_saved = 0
         self.episodes_dropped = 0
+        self.episodes_rerecorded = 0   # ended by the operator's re-record label: not written
         self._since_finalize = 0
         # bounded: a stalled disk slows the loop instead of eating memory
         self._bg = BackgroundWriter(self._write_episode, max_queued_episodes, 'collect-episode-writer')
@@ -220,11 +221,17 @@ class CollectEpisode(gym.Wrapper):
         ep.truncated.append(bool(truncated))
         ep.infos.append(_copy(info) if isinstance(info, dict) else info)
         ep.interventions.append(bool(self._intervened[i]) if self._intervened is not None else False)
+        given = isinstance(info, dict) and 'reward_source' in info   # an env whose reward a source decides
+        ep.reward_sources.append(int(_to_np(info['reward_source'])) if given else REWARD_FROM_ENV)
         ep.observations.append(_copy(obs))
         # per-step fallback flag: a step that terminated with positive reward, or any step info success
         flag = _scalar_bool(info.get('success')) if isinstance(info, dict) and 'success' in info else None
         self._step_success[i] |= bool(flag) or (bool(terminated) and float(_to_np(reward)) > 0)
-        if terminated or truncated:
+        if isinstance(info, dict) and bool(_to_np(info.get('rerecord', False))):  # the operator's re-record
+            self._open[i] = None
+            self._episode_ids[i] += 1
+            self.episodes_rerecorded += 1
+        elif terminated or truncated:
             ep.success = infer_success(ep.infos, self._step_success[i])
             self._finish(i)
 

@@ -35,6 +35,7 @@ class DatasetNaming:
     success: str
     camera_prefix: Optional[str]  # None: the spec's image / extra_view_image[-i] keys
     intervention: Optional[str] = None  # per frame: the operator's action was executed (HIL-SERL's key)
+    reward_source: Optional[str] = None  # per frame: 0 the env, 1 the success classifier, 2 the operator
 
     def camera_keys(self, streams: list[tuple[str, Optional[int]]], names: Sequence[str]) -> list[str]:
         """streams: ('main', None) | ('extra', None | i) in dataset order."""
@@ -54,7 +55,8 @@ class DatasetNaming:
 
 NAMINGS = {
     'lerobot': DatasetNaming('observation.state', 'action', 'next.reward', 'next.done', 'next.success',
-                             'observation.images.', 'complementary_info.is_intervention'),
+                             'observation.images.', 'complementary_info.is_intervention',
+                             'complementary_info.reward_source'),
     'rlinf': DatasetNaming('state', 'actions', None, 'done', 'is_success', None),
 }
 IMAGE_STORAGES = ('png', 'video')

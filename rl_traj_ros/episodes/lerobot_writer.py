@@ -130,6 +130,8 @@ class LeRobotWriter:
         feats[nm.success] = {'dtype': 'bool', 'shape': [1], 'names': None}
         if nm.intervention:  # float32 (1,) as LeRobot's HIL-SERL recorder writes its complementary_info
             feats[nm.intervention] = {'dtype': 'float32', 'shape': [1], 'names': ['is_intervention']}
+        if nm.reward_source:  # which source gave next.reward: 0 env, 1 success classifier, 2 operator
+            feats[nm.reward_source] = {'dtype': 'float32', 'shape': [1], 'names': ['reward_source']}
         for k, (dt, shape) in DEFAULT_FEATURES.items():
             feats[k] = {'dtype': dt, 'shape': shape, 'names': None}
         self.features = feats
@@ -208,6 +210,9 @@ class LeRobotWriter:
         if nm.intervention:
             flags = ep.interventions if len(ep.interventions) == n else [False] * n
             cols[nm.intervention] = np.asarray(flags, np.float32)
+        if nm.reward_source:
+            cols[nm.reward_source] = np.asarray(ep.reward_sources if len(ep.reward_sources) == n else [0] * n,
+                                                np.float32)
         return cols
 
     def _task(self, ep: EpisodeRecord) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+REWARD_FROM_ENV = 0   # a step's reward source when nothing else decided it (rewards.detector.Source.ENV)
+
 
 @dataclass
 class EpisodeRecord:
@@ -16,6 +18,7 @@ class EpisodeRecord:
     truncated: list = field(default_factory=list)
     infos: list = field(default_factory=list)
     interventions: list = field(default_factory=list)  # per step: the operator's action was executed
+    reward_sources: list = field(default_factory=list)  # per step: what gave the reward (rewards.detector.Source)
     success: bool = False
 
     @property

@@ -22,6 +22,7 @@ TOPICS = {
     'env_part': 'env_part',            # policy -> collector (EnvPart)
     'trajectory': 'trajectory',        # collector -> writer (Trajectory)
     'intervention': 'intervention',    # teleop -> env (Intervention)
+    'episode_event': 'episode_event',  # teleop -> env (EpisodeEvent: the operator's success / failure / re-record)
     'trajectory_ack': 'trajectory_ack',  # writer -> collector (TrajectoryAck: trajectories durably stored)
     'key_ack': 'key_ack',              # collector -> policy (KeyAck: every row of these chunks stored)
     'policy_weights': 'policy_weights',  # learner -> policy (PolicyWeights: new weights, model version)

@@ -2,8 +2,10 @@
 
 Sends PolicyInputs (obs + new key + previous chunk's EnvPart), executes the returned action chunk
 (its run's, signed: ``ros.run_link``) with the operator's fresh Interventions, records episodes,
-shows env 0's joints and front camera on side topics. Protocol: ``rollout.env_loop``; thread:
-``rollout.env_run``. A managed lifecycle node (signed on a real robot: ``ros.signed_lifecycle``):
+shows env 0's joints and front camera on side topics; the operator's episode labels (``episode_event``
+topic, ``~/episode_event`` service) end an episode as success, failure or re-record, and
+``reward_source`` says what gives the reward (the env, the success classifier, the operator:
+``rewards.step_reward``). Protocol: ``rollout.env_loop``; thread: ``rollout.env_run``. A managed lifecycle node (signed on a real robot: ``ros.signed_lifecycle``):
 configure makes the env (connects to the robot; failure: exit 1, nothing moved), activate enables
 motion (the first reset moves the robot home), deactivate holds before the next motion command,
 cleanup / shutdown end the run (episodes flushed, robot released). ``autostart``: both at once.
@@ -23,6 +25,7 @@ from ..rollout.env_loop import EnvLoop, InterventionLatch, RatePacer, TeleopGate
 from ..rollout.env_run import EnvRunner
 from ..rollout.workers import EnvWorker
 from ..ros import conversion as cv
+from ..ros.episode_events import serve_episode_events
 from ..ros.images import CameraSubscriber
 from ..ros.qos import DATA_QOS, TELEOP_QOS
 from ..ros.run_link import RunLink
@@ -52,6 +55,8 @@ class FrankaEnvNode(LifecycleNode):
                                self.sub_teleop.topic_name, self.run.stop, log.info, log.warning, log.error)
         serve_stats(self, self.stats)   # progress: ~/get_stats and /diagnostics (a last status at exit)
         serve_signed_lifecycle(self, self.link, p['require_signed'])  # a real robot: only its run's transitions
+        self.labels = serve_episode_events(self, self.link, p['num_envs'], self.run.running,  # the operator's
+                                           topic(self, 'episode_event'), TELEOP_QOS)          # success / failure
         self._publish_status = diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
@@ -95,9 +100,8 @@ class FrankaEnvNode(LifecycleNode):
             reply = cv.action_chunk_from_msg(m)
         except ValueError as e:
             return self.get_logger().error(f'rejected ActionChunk: {e}')
-        why = self.run.loop.deliver(reply.sources, reply.actions) if self.run.loop is not None else None
-        if why:  # as if it had not come: resent, then the reply timeout
-            self.get_logger().error(why)
+        if why := (self.run.loop.deliver(reply.sources, reply.actions) if self.run.loop is not None else None):
+            self.get_logger().error(why)  # as if it had not come: resent, then the reply timeout
 
     def on_intervention(self, m: M.Intervention) -> None:
         stamp_ns = m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
@@ -109,7 +113,7 @@ class FrankaEnvNode(LifecycleNode):
         frames = self.cameras.frames if self.cameras is not None else None
         if frames is not None:  # before the robot: a silent camera fails configure, robot untouched
             self.cameras.wait_ready(self.p['camera_configure_timeout_s'])
-        return make_env(self.p, frames)
+        return make_env(self.p, frames, self.labels)
 
     def _make_loop(self, env) -> EnvLoop:
         self.side.joints = joint_positions(env)
@@ -129,8 +133,7 @@ class FrankaEnvNode(LifecycleNode):
         return msg
 
     def _progress(self) -> None:
-        line = self.run.progress()
-        if line:
+        if line := self.run.progress():
             self.get_logger().info(line)
 
     def stats(self) -> dict[str, float]:

@@ -60,6 +60,14 @@ ENV_NODE = {
     'workspace_max': Param([0.7, 0.3, 0.6], 'franky: TCP box, enforced before sending'),
     'max_step_m': Param(0.03, 'franky: per-step translation limit (velocity limit)', (0.0, 0.5)),
     'control_dt': Param(0.1, 'franky: control period (s)', (0.001, 10.0)),
+    'reward_source': Param('env', "what gives the reward and the episode's success end: 'env' (the sim's; franky: "
+                                  "target_ee_pose), 'classifier' (reward_classifier on the cameras) or 'operator' "
+                                  "(only the operator's labels); the operator's label overrides each"),
+    'reward_classifier': Param('', "reward_source classifier: run train_reward's success_classifier.pt (its "
+                                   "cameras and image size must be the run's)"),
+    'reward_threshold': Param(float('nan'), "success probability a frame must reach (NaN: the checkpoint's)"),
+    'reward_hold': Param(2, 'consecutive frames at or over the threshold before the classifier\'s success counts',
+                         (1, 10000)),
     'task_description': Param('pick up the cube', 'recorded task (record_task_description)'),
     'teleop_only': Param(False, 'demonstrations: execute the teleop action every step, flags all 1'),
     'require_teleop': Param(False, 'never move without a teleop device: wait for an Intervention publisher '

@@ -83,7 +83,13 @@ def save(model: SuccessClassifier, path: str | Path, threshold: float, metrics: 
 
 def load(path: str | Path) -> tuple[SuccessClassifier, dict]:
     """(model in eval mode, the checkpoint's metadata: cameras, image_size, threshold, metrics)."""
-    ck = torch.load(Path(path), map_location='cpu', weights_only=True)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f'success classifier {path}: no such file (run train_reward writes one)')
+    try:
+        ck = torch.load(Path(path), map_location='cpu', weights_only=True)
+    except Exception as e:  # noqa: BLE001 - not a torch file, or one that needs code to load (weights_only)
+        raise ValueError(f'{path}: not a success classifier checkpoint ({FORMAT}; loaded weights_only, it holds '
+                         f'tensors and plain containers only): {type(e).__name__}: {str(e)[:200]}') from e
     if not isinstance(ck, dict) or ck.get('format') != FORMAT:
         raise ValueError(f'{path}: not a success classifier checkpoint ({FORMAT})')
     model = SuccessClassifier(ck['cameras'], ck['image_size'])

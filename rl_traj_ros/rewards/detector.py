@@ -14,11 +14,13 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from ..episodes.record import REWARD_FROM_ENV
 from .labels import Label, outcome
 
 
 class Source(enum.IntEnum):
-    ENV = 0
+    """What gave a step's reward; its value is the dataset's ``complementary_info.reward_source``."""
+    ENV = REWARD_FROM_ENV
     CLASSIFIER = 1
     OPERATOR = 2
 

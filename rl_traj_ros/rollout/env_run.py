@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable, Optional
 
 from ..params.defaults import ENV
+from ..episodes.collect_episode import env_attr
 from .env_loop import EnvLoop
 from .workers import EnvStats
 
@@ -100,10 +101,15 @@ class EnvRunner:
         s = loop.worker.stats if loop is not None else EnvStats()
         end = self.t_last if self.t_last is not None else time.monotonic()
         t_first, wait_s, rejected = (loop.t_first, loop.wait_s, loop.rejected) if loop is not None else (None, 0.0, 0)
+        reward = env_attr(self.env, 'step_reward') if self.env is not None else None
         return {'steps': s.chunks // chunks_per_step, 'chunks': s.chunks, 'episodes': s.episodes,
                 'successes': s.successes, 'env_s': round(s.env_time_s, 3), 'loop_s': round(end - (t_first or end), 3),
                 'wait_s': round(wait_s, 3), 'active': int(self.active.is_set()), 'finished': int(self.flushed),
-                'rejected': rejected, 'exit_code': self.exit_code}
+                'rejected': rejected, 'exit_code': self.exit_code, **(reward.stats() if reward is not None else {})}
+
+    def running(self) -> bool:
+        """An episode runs: the env is made, motion active, the run not ending (what a label can end)."""
+        return self.loop is not None and self.active.is_set() and not self.stop.is_set() and not self.flushed
 
     def progress(self, every: int = 10) -> Optional[str]:
         """A progress line every ``every`` chunks (None between)."""

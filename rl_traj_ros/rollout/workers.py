@@ -155,8 +155,8 @@ class EnvWorker:
             rewards[:, s], term[:, s], trunc[:, s] = r, te, tr
             for i in np.nonzero(np.asarray(te) | np.asarray(tr))[0]:
                 self.stats.episodes += 1
-                fin = info.get('final_info', {})
-                if bool(np.asarray(fin.get('success', info.get('success', np.zeros(b))))[i]):
+                fin = info.get('final_info', {})  # the env's truth where it has one (the sim), else the decided success
+                if bool(np.asarray(fin.get('true_success', fin.get('success', info.get('success', np.zeros(b)))))[i]):
                     self.stats.successes += 1
                 final.setdefault(int(i), info['final_obs'][i])
         self.stats.env_time_s += time.perf_counter() - t0
