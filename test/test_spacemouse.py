@@ -89,3 +89,33 @@ def test_node_publishes_stamped_interventions_at_100_hz(rclpy_context):
     assert any(m.active and m.action[1] > 0.5 for m in msgs)  # the push was replayed
     assert any(m.buttons == 1 and m.action[6] == 1.0 for m in msgs)  # the click closed the gripper
     assert not msgs[-1].active  # the recording ended > 0.5 s ago
+
+
+def test_both_buttons_held_and_released_give_the_operators_episode_label():
+    """Raw button reports through pyspacemouse's decoder: a short chord is success, a longer one
+    failure, the longest re-record; one label per chord, on release; a single button (the gripper)
+    is none, and the gripper does not move on the chord itself."""
+    from rl_traj_ros.rewards.labels import Label
+    from rl_traj_ros.teleop.spacemouse import ButtonChord
+    left, both, none = bytes.fromhex('030100'), bytes.fromhex('030300'), bytes.fromhex('030000')
+    reports = [(0.0, left), (0.1, none),                    # a click: the gripper closes, no label
+               (1.0, both), (1.4, none),                    # 0.4 s chord: success
+               (2.0, left), (2.05, both), (3.5, left), (3.6, none),  # 1.55 s from both down: failure
+               (5.0, both), (8.0, none)]                    # 3 s: re-record
+    clock = Clock()
+    dev = open_device(ReplayHID(reports, clock=clock))
+    chord, tele = ButtonChord(1.0, 2.5), SpaceMouseTeleop()
+    labels, grippers = [], set()
+    for step in range(900):
+        clock.t = step * 0.01
+        state = drain(dev)
+        a, _, _ = tele.action(state, clock.t)
+        if 1.0 <= clock.t < 1.4:
+            grippers.add(float(a[6]))
+        label = chord.update(state, clock.t)
+        if label != Label.NONE:
+            labels.append((round(clock.t, 2), label))
+    assert labels == [(1.4, Label.SUCCESS), (3.6, Label.FAILURE), (8.0, Label.RERECORD)]
+    assert grippers == {1.0}   # closed by the first click, held through the chord
+    with pytest.raises(ValueError, match='label_failure_s'):
+        ButtonChord(3.0, 2.0)

@@ -27,7 +27,7 @@ from ..rollout.workers import EnvWorker
 from ..ros import conversion as cv
 from ..ros.episode_events import serve_episode_events
 from ..ros.images import CameraSubscriber
-from ..ros.qos import DATA_QOS, TELEOP_QOS
+from ..ros.qos import DATA_QOS, EVENT_QOS, TELEOP_QOS
 from ..ros.run_link import RunLink
 from ..ros.signed_lifecycle import serve_signed_lifecycle
 from ..ros.side_topics import SideTopics
@@ -56,7 +56,7 @@ class FrankaEnvNode(LifecycleNode):
         serve_stats(self, self.stats)   # progress: ~/get_stats and /diagnostics (a last status at exit)
         serve_signed_lifecycle(self, self.link, p['require_signed'])  # a real robot: only its run's transitions
         self.labels = serve_episode_events(self, self.link, p['num_envs'], self.run.running,  # the operator's
-                                           topic(self, 'episode_event'), TELEOP_QOS)          # success / failure
+                                           topic(self, 'episode_event'), EVENT_QOS)          # success / failure
         self._publish_status = diagnostics_publisher(self, p['diagnostics_period_s'], self.stats)
         if p['autostart'] and self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()

@@ -4,7 +4,9 @@ Every cycle (>= 100 Hz) it drains all pending HID reports through pyspacemouse's
 publishes an Intervention: ``[-y, x, z, -roll, -pitch, -yaw]`` (x ``action_scale``, clipped
 to [-1, 1]) plus the gripper (left button closes, right opens) unless ``no_gripper``; active
 while the motion exceeds the deadzone or a button is held, and for ``latch_s`` after.
-BEST_EFFORT depth 1 with stamps: the env applies only fresh commands.
+BEST_EFFORT depth 1 with stamps: the env applies only fresh commands. Both buttons held together
+and released end the episode with the operator's label (``ButtonChord``: short success, longer
+failure, longest re-record), an EpisodeEvent on ``episode_event`` (reliable: one event).
 ``replay_file`` replays recorded raw HID reports instead of opening the device, from the moment
 a subscriber is matched, plus ``REPLAY_SETTLE_S`` (a recording is short: played before discovery
 it would reach nobody, and the reader matches this writer up to a discovery round after this
@@ -22,9 +24,10 @@ from rclpy.node import Node
 
 from .. import msg as M
 from ..params.teleop_nodes import SPACEMOUSE_NODE
-from ..ros.qos import TELEOP_QOS
+from ..rewards.labels import Label
+from ..ros.qos import EVENT_QOS, TELEOP_QOS
 from ..ros.run_link import RunLink
-from ..teleop.spacemouse import ReplayHID, SocketHID, SpaceMouseTeleop, drain, open_device
+from ..teleop.spacemouse import ButtonChord, ReplayHID, SocketHID, SpaceMouseTeleop, drain, open_device
 from .common import declare, run_node, topic
 
 
@@ -43,6 +46,8 @@ class SpaceMouseTeleopNode(Node):
         self.device = open_device(replay, p['device_name'])
         self.teleop = SpaceMouseTeleop(p['deadzone'], p['latch_s'], p['action_scale'], p['no_gripper'])
         self.pub = self.link.publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
+        self.chord = ButtonChord(p['label_failure_s'], p['label_rerecord_s'])
+        self.pub_event = self.link.publisher(M.EpisodeEvent, topic(self, 'episode_event'), EVENT_QOS)
         self.create_timer(1.0 / p['rate_hz'], self.tick)
         self.published, self.matched_at = 0, None
 
@@ -59,6 +64,12 @@ class SpaceMouseTeleopNode(Node):
         m.header.stamp = self.get_clock().now().to_msg()
         self.pub.publish(m)
         self.published += 1
+        label = self.chord.update(state, time.monotonic())
+        if label != Label.NONE:
+            e = M.EpisodeEvent(source_device='spacemouse', env_index=self.p['env_index'], label=int(label))
+            e.header.stamp = m.header.stamp
+            self.pub_event.publish(e)
+            self.get_logger().info(f'episode label {label.name.lower()} (button chord)')
 
     def shutdown(self) -> None:
         self.device.close()

@@ -13,6 +13,9 @@ SPACEMOUSE_NODE = {
     'replay_file': Param('', 'JSON-lines raw HID reports to replay instead of the device'),
     'hid_udp_port': Param(0, 'read raw HID reports from UDP datagrams on this localhost port instead'),
     'device_name': Param('SpaceMouseCompact', 'pyspacemouse device spec used for a replay'),
+    'label_failure_s': Param(1.0, 'both buttons held together and released: shorter is the episode label success, '
+                                  'longer failure (rewards.labels)', (0.05, 60.0)),
+    'label_rerecord_s': Param(2.5, 'both buttons held longer than this: the label re-record', (0.1, 120.0)),
 }
 
 GELLO_NODE = {

@@ -2,7 +2,8 @@
 
 The device side is pyspacemouse's own decoder (``SpaceMouseDevice``): on hardware it opens the
 hidraw device; in tests and replays a ``ReplayHID`` feeds it recorded raw HID reports, so
-the same decoding, axis convention and button parsing run in both cases.
+the same decoding, axis convention and button parsing run in both cases. ``ButtonChord``: the
+operator's episode labels from the two buttons held together.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from ..params.defaults import SPACEMOUSE
+from ..rewards.labels import Label
 
 
 class ReplayHID:
@@ -144,10 +146,11 @@ class SpaceMouseTeleop:
         motion = np.array([-state.y, state.x, state.z, -state.roll, -state.pitch, -state.yaw], np.float64)
         buttons = list(getattr(state, 'buttons', []) or [])
         pressed = any(buttons)
-        if len(buttons) > 0 and buttons[0]:
-            self._gripper = 1.0    # left: close
-        if len(buttons) > 1 and buttons[1]:
-            self._gripper = -1.0   # right: open
+        if not (len(buttons) > 1 and buttons[0] and buttons[1]):   # both at once: the label chord
+            if len(buttons) > 0 and buttons[0]:
+                self._gripper = 1.0    # left: close
+            if len(buttons) > 1 and buttons[1]:
+                self._gripper = -1.0   # right: open
         if np.linalg.norm(motion) > self.deadzone or pressed:
             self._last_active = now
         active = self._last_active is not None and now - self._last_active <= self.latch_s
@@ -156,3 +159,33 @@ class SpaceMouseTeleop:
             a = np.append(a, self._gripper)
         mask = sum(1 << i for i, b in enumerate(buttons) if b)
         return a.astype(np.float32), bool(active), int(mask)
+
+
+@dataclass
+class ButtonChord:
+    """The operator's episode label from the SpaceMouse's two buttons, held together and released:
+    shorter than ``failure_s`` is *success*, up to ``rerecord_s`` *failure*, longer *re-record*
+    (HIL-SERL's success / failure / re-record keys, on a device with two buttons and no keyboard
+    at hand). The label goes out on release, once both buttons are up, so a held chord is one
+    label; a single button (the gripper) never is one."""
+
+    failure_s: float = SPACEMOUSE.label_failure_s
+    rerecord_s: float = SPACEMOUSE.label_rerecord_s
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.failure_s < self.rerecord_s:
+            raise ValueError(f'label_failure_s ({self.failure_s}) must be > 0 and below label_rerecord_s '
+                             f'({self.rerecord_s})')
+        self._since: Optional[float] = None
+
+    def update(self, state, now: float) -> Label:
+        buttons = list(getattr(state, 'buttons', []) or [])
+        if self._since is None:
+            if len(buttons) > 1 and buttons[0] and buttons[1]:
+                self._since = now
+            return Label.NONE
+        if any(buttons):
+            return Label.NONE
+        held, self._since = now - self._since, None
+        return Label.SUCCESS if held < self.failure_s else Label.FAILURE if held < self.rerecord_s else Label.RERECORD
+
