@@ -17,6 +17,7 @@ curves in one figure.
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant random --learner normalize_states=false'
     bash -c 'source env.sh && python bench/bench_rlpd.py --variant random --compare prioritized_replay=true'
     bash -c 'source env.sh && python bench/bench_rlpd.py --obs pixels --variant random --budget-s 2700'
+    bash -c 'source env.sh && python bench/bench_rlpd.py --obs pixels --reward classifier --variant random --budget-s 2700'
 
 ``--obs pixels``: the demonstrations and the run see 18 proprioceptive states and the front and
 wrist cameras at 64x64 (rendered at the control rate, in evaluation too), never the cube's
@@ -24,6 +25,13 @@ position (``config/sim_demos_pixels.yaml``, ``config/sim_train_rlpd_pixels.yaml`
 keypoint encoder); then, in the same invocation, state-based RLPD as the anchor
 (``--anchor-budget-s``). Printed besides the curves: gradient steps/s, the env's achieved control
 rate while the learner trains, the encoder's pretraining and its cost per frame.
+
+``--reward classifier`` (with ``--obs pixels``): the learner never sees the sim's reward. A success
+classifier (``run train_reward``) is trained on the demos' frames and a noisy expert's episodes
+(not in the budget), and the env node's ``reward_source: classifier`` gives the reward and the
+success end; the sim's own check only scores the snapshots, and each snapshot's evaluation counts
+the episodes the classifier called a success and the sim did not (reward hacking). Then, in the same
+invocation and budget, the same pixels run with the sim's reward as the anchor.
 
 ``--compare KEY=VALUE``: after the first run, a second RLPD run of the same budget on the same
 demonstrations with these learner overrides, both curves in one figure.
@@ -56,14 +64,17 @@ from rl_traj_ros.rollout.evaluate import actor_critic_act, evaluate, sac_actor_a
 from rl_traj_ros.assembly import sac_actor  # noqa: E402
 
 
-def variant_config(src: Path, dst: Path, variant: str, learner: Optional[dict] = None) -> Path:
-    """A copy of a shipped config at ``dst`` with gym-hil's fixed cube for ``fixed`` and the
-    learner's parameters overridden by ``learner`` (an ablation, e.g. normalize_states=false)."""
+def variant_config(src: Path, dst: Path, variant: str, learner: Optional[dict] = None, **nodes: dict) -> Path:
+    """A copy of a shipped config at ``dst`` with gym-hil's fixed cube for ``fixed``, the
+    learner's parameters overridden by ``learner`` (an ablation, e.g. normalize_states=false) and
+    another node's by ``nodes`` (``franka_env_node={...}``)."""
     c = yaml.safe_load(src.read_text())
     if variant == 'fixed':
         c['/**/franka_env_node']['ros__parameters']['state_split'] = ''
     if learner and '/**/learner_node' in c:
         c['/**/learner_node']['ros__parameters'].update(learner)
+    for node, given in nodes.items():
+        c.setdefault(f'/**/{node}', {'ros__parameters': {}})['ros__parameters'].update(given)
     dst.write_text(yaml.safe_dump(c))
     return dst
 
@@ -72,11 +83,14 @@ CONFIG_NAMES = {'state': ('sim_demos.yaml', 'sim_train_rlpd.yaml'),
                 'pixels': ('sim_demos_pixels.yaml', 'sim_train_rlpd_pixels.yaml')}
 
 
-def config(tmp: Path, variant: str, snapshot_every: int, learner: dict, obs: str = 'state') -> tuple[Path, Path]:
-    """The shipped demo and RLPD configs for this variant and observation."""
-    return tuple(variant_config(ROOT / 'config' / name, tmp / name, variant,
-                                {'snapshot_every': snapshot_every, **learner})
-                 for name in CONFIG_NAMES[obs])
+def config(tmp: Path, variant: str, snapshot_every: int, learner: dict, obs: str = 'state',
+           cameras_recorded: bool = False) -> tuple[Path, Path]:
+    """The shipped demo and RLPD configs for this variant and observation (``cameras_recorded``:
+    the demos also as a LeRobot dataset, what a success classifier trains on)."""
+    demos, train = CONFIG_NAMES[obs]
+    env = {'collect_episodes': True} if cameras_recorded else {}
+    return (variant_config(ROOT / 'config' / demos, tmp / demos, variant, franka_env_node=env),
+            variant_config(ROOT / 'config' / train, tmp / train, variant, {'snapshot_every': snapshot_every, **learner}))
 
 
 def encoder_cost_ms(pp: dict, env: dict, frames: int = 200) -> float:
@@ -124,9 +138,10 @@ def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episod
 
 
 def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
-             budget_s: Optional[float] = None) -> tuple[list, list]:
+             budget_s: Optional[float] = None, hacking: Optional[Path] = None) -> tuple[list, list]:
     """One RLPD run over DDS for the budget, its snapshots scored on held-out episodes:
-    (wall-time curve, env-step curve)."""
+    (wall-time curve, env-step curve). ``hacking``: a success classifier whose verdicts on the
+    evaluation episodes are counted against the sim's (``RewardHacking``)."""
     budget_s = args.budget_s if budget_s is None else budget_s
     operator, joined = None, []
     if args.interventions:  # a node of the run: its run id and secret, which the CLI takes too
@@ -165,13 +180,16 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
     for v, f in snaps:
         actor = sac_actor(pp)
         actor.load_state_dict(torch.load(f, weights_only=True))
-        r = evaluate(sac_actor_act(actor.eval()), env, args.eval_episodes, pp['chunk'], split=split)
+        watch = RewardHacking(hacking, env['reward_hold'], env['num_envs']) if hacking else None
+        r = evaluate(sac_actor_act(actor.eval()), env, args.eval_episodes, pp['chunk'], split=split, watch=watch)
         m = at[v]
         curve.append((m['time'] - t0, r['success_rate']))
         steps_curve.append((m['env_steps'], r['success_rate']))
+        judged = f'; classifier: {watch.hacked} hacked, {watch.missed} missed' if watch else ''
         print(f"  v{v}: {m['time'] - t0:.0f} s, {m['env_steps']:.0f} env steps, {m['updates']:.0f} gradient "
-              f"steps (utd {m['utd']:.2f}, {m['updates_per_s']:.0f}/s): held-out success {r['success_rate']:.0%}; "
-              f"training success so far {m['success_rate']:.0%}, intervention rate {m['intervention_rate']:.2f}")
+              f"steps (utd {m['utd']:.2f}, {m['updates_per_s']:.0f}/s): held-out success {r['success_rate']:.0%}"
+              f"{judged}; training success so far {m['success_rate']:.0%}, intervention rate "
+              f"{m['intervention_rate']:.2f}")
     last = lines[-1] if lines else {}
     print(f"  total: {last.get('updates', 0):.0f} gradient steps, {last.get('env_steps', 0):.0f} env steps")
     if len(lines) > 1:  # the env's control rate while the learner trained: control steps per env and second
@@ -184,6 +202,55 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
               f"{last['encoder_pretrain_s']:.0f} s (reconstruction loss {last['encoder_pretrain_loss']:.4f}); "
               f'{encoder_cost_ms(pp, env):.2f} ms per frame (2 cameras) in the policy node')
     return curve, steps_curve
+
+
+def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
+    """``--reward classifier``: the success classifier a real cell would have, trained by ``run
+    train_reward`` on the demonstrations' camera frames (the success frame positive, every frame
+    before it negative) and a noisy expert's episodes (``--failure-noise``: failures and near
+    misses, labeled by the sim's check as an operator would label them); its held-out figures
+    printed. The checkpoint's path."""
+    fail_cfg = variant_config(demos_cfg, tmp / 'failures.yaml', args.variant,
+                              franka_env_node={'target_successes': 0, 'collect_episodes': True, 'only_success': False},
+                              policy_node={'expert_noise': args.failure_noise})
+    t = time.time()
+    subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(fail_cfg),
+                    '--steps', str(args.failure_steps), '--output-dir', str(tmp / 'failures'), '--in-process'],
+                   cwd=ROOT, check=True, capture_output=True)
+    r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos',
+                        str(tmp / 'demos' / 'collected_data'), str(tmp / 'failures' / 'collected_data'),
+                        '--output-dir', str(tmp / 'reward')], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f'train_reward failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}')
+    said = r.stdout.splitlines()
+    print(f'success classifier (not in the budget, {time.time() - t:.0f} s with its noisy-expert episodes): '
+          f'{said[0]}; {said[-1]}')
+    return tmp / 'reward' / 'success_classifier.pt'
+
+
+class RewardHacking:
+    """What the learned reward would have said on a snapshot's evaluation episodes: an episode the
+    classifier (its threshold, ``hold`` frames) called a success while the sim's check did not is
+    reward hacking (RL learns to provoke it); a success it missed is counted too."""
+
+    def __init__(self, checkpoint: Path, hold: int, num_envs: int):
+        from rl_traj_ros.rewards.classifier import load
+        from rl_traj_ros.rewards.detector import SuccessDetector
+        self.model, meta = load(checkpoint)
+        self.detectors = [SuccessDetector(meta['threshold'], hold) for _ in range(num_envs)]
+        self.fired = [False] * num_envs
+        self.hacked = self.missed = 0
+
+    def __call__(self, frames: list, ended, success) -> None:
+        from rl_traj_ros.rewards.step_reward import frame_views
+        for i, f in enumerate(frames):
+            p = float(self.model.probability(frame_views(f))[0])
+            self.fired[i] |= self.detectors[i].step(0.0, False, p).success
+            if ended[i]:
+                self.hacked += int(self.fired[i] and not success[i])
+                self.missed += int(success[i] and not self.fired[i])
+                self.fired[i] = False
+                self.detectors[i].reset()
 
 
 def record_demos(demos_cfg: Path, out: Path, episodes: int) -> None:
@@ -205,7 +272,8 @@ def main() -> None:
     ap.add_argument('--obs', choices=['state', 'pixels'], default='state',
                     help="pixels: config/sim_*_pixels.yaml (18 proprioceptive states + 64x64 front and wrist "
                          "cameras, no cube position), then the state-based run as the anchor")
-    ap.add_argument('--anchor-budget-s', type=float, default=600.0, help='--obs pixels: the state anchor\'s budget')
+    ap.add_argument('--anchor-budget-s', type=float, default=600.0, help='--obs pixels: the state anchor\'s budget; '
+                    "--reward classifier: the sim-reward pixels anchor's")
     ap.add_argument('--budget-s', type=float, default=420.0)
     ap.add_argument('--demos', type=int, default=20)
     ap.add_argument('--eval-episodes', type=int, default=20)
@@ -219,19 +287,42 @@ def main() -> None:
     ap.add_argument('--compare', action='append', default=[], metavar='KEY=VALUE',
                     help='then a second RLPD run with these learner overrides, the same demos and budget (e.g. '
                          'prioritized_replay=true against the uniform draw)')
+    ap.add_argument('--reward', choices=['sim', 'classifier'], default='sim',
+                    help="classifier (with --obs pixels): the env's reward withheld, a success classifier trained "
+                         'on the demos and a noisy expert\'s episodes gives it (config: reward_source classifier); '
+                         'then the sim-reward run of the same budget as the anchor')
+    ap.add_argument('--reward-hold', type=int, default=3, help='--reward classifier: frames over the threshold '
+                    'before a success counts (the classifier sees the cube rising a few frames before the sim\'s '
+                    'lift check, which ends the episode)')
+    ap.add_argument('--failure-noise', type=float, default=1.0, help="--reward classifier: the noisy expert's "
+                    'action noise (std) for the classifier\'s negative episodes')
+    ap.add_argument('--failure-steps', type=int, default=30, help='--reward classifier: training steps (x 20 '
+                    'control steps x 2 envs) of noisy-expert episodes')
     ap.add_argument('--out', default='bench_rlpd.png')
     args = ap.parse_args()
+    if args.reward == 'classifier' and args.obs != 'pixels':
+        ap.error('--reward classifier needs --obs pixels (the classifier sees the cameras)')
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         learner = {k: yaml.safe_load(v) for k, v in (x.split('=', 1) for x in args.learner)}
-        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every, learner, args.obs)
+        learned = args.reward == 'classifier'
+        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every, learner, args.obs, learned)
         record_demos(demos_cfg, tmp / 'demos', args.demos)
         name = (f"RLPD{' from pixels' if args.obs == 'pixels' else ''}, {args.demos} demos"
                 f"{' + interventions' if args.interventions else ''}")
         curves, steps_curves = {}, {}
-        curves[name], steps_curves[name] = rlpd_run(tmp, 'run', train_cfg, tmp / 'demos' / 'replay_buffer', args)
-        if args.obs == 'pixels':
+        if learned:
+            checkpoint = learned_reward(tmp, demos_cfg, args)
+            cls_cfg = variant_config(train_cfg, tmp / 'classifier_train.yaml', 'random', franka_env_node={
+                'reward_source': 'classifier', 'reward_classifier': str(checkpoint), 'reward_hold': args.reward_hold})
+            label = f'{name}, learned reward (the sim\'s withheld)'
+            curves[label], steps_curves[label] = rlpd_run(tmp, 'classifier_run', cls_cfg, tmp / 'demos' / 'replay_buffer',
+                                                          args, hacking=checkpoint)
+            name = f'{name}, sim reward (anchor)'
+        curves[name], steps_curves[name] = rlpd_run(tmp, 'run', train_cfg, tmp / 'demos' / 'replay_buffer', args,
+                                                    budget_s=args.anchor_budget_s if learned else None)
+        if args.obs == 'pixels' and not learned:
             print(f'anchor: state-based RLPD (the cube\'s position in the states), budget {args.anchor_budget_s:.0f} s')
             (tmp / 'anchor').mkdir()
             a_demos, a_train = config(tmp / 'anchor', args.variant, args.snapshot_every, learner, 'state')

@@ -270,8 +270,11 @@ def main(args) -> int:
               f"'{params['policy_node']['policy']}' on held-out state ids")
     print(f"[sim_collect] replay buffer: {out / 'replay_buffer'}")
     if params['franka_env_node'].get('collect_episodes'):
+        from ..params.env_node import ENV_NODE
+        from ..params.spec import resolve
+        fmt = resolve(ENV_NODE, params['franka_env_node'])['export_format']   # a YAML may leave it to the default
         for d in sorted((out / 'collected_data').glob('env_*')):
-            print(f"[sim_collect] {params['franka_env_node']['export_format']} dataset: {d}")
+            print(f"[sim_collect] {fmt} dataset: {d}")
     print(f"[sim_collect] collector: {r['collector']}")
     print(f"[sim_collect] writer: {r['writer']}")
     if not args.in_process:

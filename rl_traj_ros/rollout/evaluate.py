@@ -10,7 +10,7 @@ eval ids scores each id at most once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -21,10 +21,16 @@ from ..params.defaults import POLICY
 Act = Callable[[dict], np.ndarray]  # the env's observation ('states' [B, S], cameras) -> actions [B, C*A]
 
 
-def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: str = 'eval') -> dict:
+# (each env's observation after the step: the pre-reset one of an env that ended, ended [B], success [B])
+Watch = Callable[[list, np.ndarray, np.ndarray], None]
+
+
+def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: str = 'eval',
+             watch: Optional[Watch] = None) -> dict:
     """Run ``act`` (executing ``chunk`` actions per call) on held-out state ids until
     ``num_episodes`` episodes ended; success rate, return and length per episode. ``split`` ''
-    scores gym-hil's fixed start instead (the fixed-cube variant of a task)."""
+    scores gym-hil's fixed start instead (the fixed-cube variant of a task). ``watch`` sees every
+    step's frames beside the sim's own outcome (what a success classifier would have said)."""
     env = sim_env_from_params({**env_params, 'state_split': split, 'num_env_nodes': 1}, 0)
     try:
         obs, _ = env.reset()
@@ -39,6 +45,9 @@ def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: s
                 ret += r
                 length += 1
                 success = np.asarray(info.get('true_success', info['success']))  # the sim's own check
+                if watch is not None:
+                    ended, fin = term | trunc, info.get('final_obs')
+                    watch([fin[i] if ended[i] else {k: v[i] for k, v in obs.items()} for i in range(b)], ended, success)
                 for i in np.nonzero(term | trunc)[0]:
                     episodes.append({'state_id': ids[i], 'success': bool(success[i]), 'return': float(ret[i]),
                                      'length': int(length[i])})
