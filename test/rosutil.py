@@ -116,15 +116,17 @@ def owns_socket(pid: int, inode: int) -> bool:
 
 
 @contextmanager
-def scripted_cell(port: int, target, cameras, run_id=None):
+def scripted_cell(port: int, target, cameras, run_id=None, label_at_target=False):
     """A robot cell's operator and cameras as stand-ins: the scripted SpaceMouse operator sending
     raw HID reports to UDP ``port`` that drive the TCP to ``target`` (x, y, z) (watching the robot
     of ``run_id`` only, when given), and one 320x240 camera stand-in per ``(topic, extra
-    arguments)`` of ``cameras``."""
+    arguments)`` of ``cameras``; ``label_at_target``: the operator labels each episode a success with
+    the SpaceMouse's button chord once the TCP held the target."""
     from contextlib import ExitStack
     with ExitStack() as stack:
         stack.enter_context(ros_process(['test/spacemouse_operator.py', str(port), *(str(x) for x in target),
-                                         *([run_id] if run_id else [])]))
+                                         *([run_id] if run_id else []),
+                                         *(['--label-at-target'] if label_at_target else [])]))
         for topic, extra in cameras:
             stack.enter_context(ros_process(['test/camera_standin.py', '--width', '320', '--height', '240',
                                              '--topic', topic, *extra], ready_line='[camera_standin]'))

@@ -2,7 +2,10 @@
 moves a virtual SpaceMouse toward a target by sending raw HID reports (UDP) that the
 spacemouse node decodes with pyspacemouse, exactly like a real device's. An optional 5th argument,
 a run id, makes it watch only that run's robot (the env node's joint states carry it in frame_id),
-as a person watches the robot in front of them."""
+as a person watches the robot in front of them. ``--label-at-target``: once the TCP has held the
+target for ``HOLD_S``, the operator presses both buttons for ``CHORD_S`` and releases them (the
+episode label success, rl_traj_ros.teleop.spacemouse.ButtonChord), then waits for the robot to
+leave the target (the reset) before the next."""
 import socket
 import sys
 import time
@@ -30,9 +33,16 @@ def report(values: dict) -> bytes:
     return bytes(data)
 
 
+HOLD_S, CHORD_S = 1.0, 0.3
+BOTH, NONE = bytes.fromhex('030300'), bytes.fromhex('030000')
+
+
 def main():
-    port, target = int(sys.argv[1]), np.array([float(x) for x in sys.argv[2:5]])
-    run = sys.argv[5] if len(sys.argv) > 5 else None
+    argv = [a for a in sys.argv if a != '--label-at-target']
+    label = len(argv) != len(sys.argv)
+    port, target = int(argv[1]), np.array([float(x) for x in argv[2:5]])
+    run = argv[5] if len(argv) > 5 else None
+    at_target_since, armed = None, True
     rclpy.init()
     node = rclpy.create_node('scripted_operator')
     kin = FrankaKinematics()
@@ -47,6 +57,16 @@ def main():
             continue
         err = target - kin.tcp(state['q'])[:3, 3]
         a = np.zeros(3) if np.linalg.norm(err) < 0.006 else np.clip(err / 0.05, -1, 1)
+        if label:
+            near = np.linalg.norm(err) < 0.02
+            armed = armed or np.linalg.norm(err) > 0.05   # the robot went home: a new episode
+            at_target_since = (at_target_since or time.monotonic()) if near else None
+            if armed and at_target_since is not None and time.monotonic() - at_target_since > HOLD_S:
+                sock.sendto(BOTH, ('127.0.0.1', port))
+                time.sleep(CHORD_S)
+                sock.sendto(NONE, ('127.0.0.1', port))
+                print('label: success (both buttons)', flush=True)
+                armed, at_target_since = False, None
         # the teleop maps device (x, y, z) to actions [-y, x, z]
         sock.sendto(report({'x': a[1], 'y': -a[0], 'z': a[2]}), ('127.0.0.1', port))
         sock.sendto(report({'roll': 0.0, 'pitch': 0.0, 'yaw': 0.0}), ('127.0.0.1', port))

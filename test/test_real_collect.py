@@ -273,6 +273,71 @@ def test_real_collect_config_maps_spec_keys(tmp_path):
         load_config(bad)
 
 
+def test_a_spacemouse_chord_ends_the_episode_of_a_task_without_a_pose_target(franky_sim, tmp_path):
+    """A real cell whose success no robot state gives (no target_ee_pose, reward_source operator):
+    `run real_collect` against franky-sim with a camera stand-in; the scripted operator drives to a
+    place and, once there, presses both SpaceMouse buttons (raw HID reports, pyspacemouse's
+    decoder): the env ends the episode at the next step with reward 1, the demos keep it, the
+    LeRobot dataset records the label (next.reward, next.success, reward_source operator)."""
+    import yaml
+    import pyarrow.parquet as pq
+    from rl_traj_ros.pipelines.real_collect import DEFAULT_CONFIG
+    from rl_traj_ros.rewards.detector import Source
+    port = free_udp_port()
+    config = tmp_path / 'real_collect.yaml'
+    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'camera_sync_tolerance_s': 0.3,
+                                      'target_ee_pose': [], 'reward_source': 'operator'}))
+    cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--config', str(config), '--robot-ip',
+           franky_sim, '--episodes', '1', '--log-dir', str(tmp_path / 'logs'), '--demos-dir', str(tmp_path / 'demos'),
+           '--hid-udp-port', str(port), '--camera', 'front=/lab_cam/front/image_raw']
+    with scripted_cell(port, (0.5, 0.0, 0.3), [('/lab_cam/front/image_raw', [])], label_at_target=True):
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    said = out.stdout + out.stderr
+    assert out.returncode == 0, said[-3000:]
+    assert 'episode label success (button chord)' in said and 'labels_taken=1' in said, said[-3000:]
+    from rl_traj_ros.storage.files import load_trajectory
+    (tid,) = _demo_ids(tmp_path / 'demos')
+    d = load_trajectory(tmp_path / 'demos' / f'trajectory_{tid:08d}.pt', 'pt')
+    assert float(d['rewards'][-1]) == 1.0 and float(d['rewards'][:-1].abs().sum()) == 0.0
+    assert bool(d['terminations'][-1].all()) and not bool(d['terminations'][:-1].any())
+    root = (tmp_path / 'logs' / 'latest').resolve() / 'collected_data' / 'env_0'
+    rows = pq.read_table(root / 'data' / 'chunk-000' / 'file-000.parquet').to_pylist()
+    assert rows[-1]['next.reward'] == 1.0 and rows[-1]['next.success'] and not any(r['next.success'] for r in rows[:-1])
+    assert {r['complementary_info.reward_source'] for r in rows} == {float(Source.OPERATOR)}
+
+
+def test_a_cell_reward_that_cannot_work_is_refused_before_anything_starts(tmp_path):
+    """No pose target and the env's reward: nothing would ever succeed; a success classifier of
+    other cameras: its scores would be nonsense. Both refused by name, exit 2, nothing started."""
+    import yaml
+    from rl_traj_ros.pipelines.real_collect import DEFAULT_CONFIG
+    from rl_traj_ros.rewards import classifier as rc
+    shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    ck = rc.save(rc.SuccessClassifier(['front'], 128), tmp_path / 'front_only.pt', 0.5, {})
+
+    def run(**cfg):
+        path = tmp_path / 'cfg.yaml'
+        path.write_text(yaml.safe_dump({**shipped, **cfg}))
+        return subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--config', str(path),
+                               '--robot-ip', '127.0.0.1', '--log-dir', str(tmp_path / 'logs')],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = run(target_ee_pose=[])
+    assert r.returncode == 2 and 'the task has no target_ee_pose' in r.stderr, r.stderr[-2000:]
+    r = run(reward_source='classifier')
+    assert r.returncode == 2 and 'needs reward_classifier' in r.stderr, r.stderr[-2000:]
+    r = run(reward_source='classifier', reward_classifier=str(ck))
+    assert r.returncode == 2 and 'needs the cameras it was trained on' in r.stderr, r.stderr[-2000:]
+    r = run(reward_source='classifier', reward_classifier=str(ck), cameras={'front': '/f', 'wrist': '/w'})
+    assert r.returncode == 2 and "trained on cameras ['front'] at 128x128; this run has cameras ['front', 'wrist']" \
+        in r.stderr, r.stderr[-2000:]
+    (tmp_path / 'code.pt').write_bytes(b'\x80\x04not a checkpoint')
+    r = run(reward_source='classifier', reward_classifier=str(tmp_path / 'code.pt'), cameras={'front': '/f'})
+    assert r.returncode == 2 and 'code.pt: not a success classifier checkpoint' in r.stderr, r.stderr[-2000:]
+    r = run(reward_source='judge')
+    assert r.returncode == 2 and 'reward_source must be one of env, classifier, operator' in r.stderr
+    assert not (tmp_path / 'logs').exists()
+
+
 @pytest.mark.skipif(__import__('importlib').util.find_spec('launch_ros') is None,
                     reason='launch/launch_ros are not installed here (they are on a ROS 2 workstation)')
 def test_real_collect_launch_file_loads():

@@ -187,7 +187,8 @@ def make_env(p: dict, frames=None, labels=None):
         from ..envs.franky_env import FrankaFrankyEnv
         if p['observation'] == 'pixels' and frames is None:
             raise ValueError("observation 'pixels' needs camera_topics: the policy would act without seeing")
-        robots = [FrankaFrankyEnv(p['robot_ip'], list(p['target_ee_pose']), tuple(p['action_scale']),
+        target = list(p['target_ee_pose']) if p['reward_source'] == 'env' else []   # else no pose success
+        robots = [FrankaFrankyEnv(p['robot_ip'], target, tuple(p['action_scale']),
                                   p['no_gripper'], p['pos_tolerance'], p['rot_tolerance'], p['success_hold_steps'],
                                   workspace_min=list(p['workspace_min']), workspace_max=list(p['workspace_max']),
                                   max_step_m=p['max_step_m'], control_dt=p['control_dt'],

@@ -9,7 +9,9 @@ target position is clipped to the workspace box.
 State (21 floats): TCP position [3], TCP orientation quaternion xyzw [4], TCP linear and
 angular velocity [6], joint positions [7], gripper width [1].
 Reward 1 and success once the TCP stayed within ``pos_tolerance``/``rot_tolerance`` of
-``target_ee_pose`` for ``success_hold_steps`` consecutive steps (the episode then terminates).
+``target_ee_pose`` for ``success_hold_steps`` consecutive steps (the episode then terminates);
+an empty ``target_ee_pose`` has no pose success (the operator's labels or the success classifier
+decide, ``reward_source``).
 """
 from __future__ import annotations
 
@@ -40,9 +42,12 @@ def rot_to_quat(r: np.ndarray) -> np.ndarray:
     return np.asarray(pin.Quaternion(r).coeffs())  # x, y, z, w
 
 
-def target_pose(values: Sequence[float]) -> tuple[np.ndarray, Optional[np.ndarray]]:
-    """[x, y, z] | [x, y, z, rx, ry, rz] (rotation vector) | [x, y, z, qx, qy, qz, qw]."""
+def target_pose(values: Sequence[float]) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """[x, y, z] | [x, y, z, rx, ry, rz] (rotation vector) | [x, y, z, qx, qy, qz, qw]; [] no pose
+    target (a task whose success the operator or the success classifier decides)."""
     v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return None, None
     if v.size == 3:
         return v, None
     if v.size == 6:
@@ -163,6 +168,8 @@ class FrankaFrankyEnv(gym.Env):
         return out
 
     def _errors(self) -> tuple[float, float]:
+        if self.target_pos is None:   # no pose target: never a pose success
+            return float('inf'), float('inf')
         pos, rot, _ = self._tcp()
         dp = float(np.linalg.norm(pos - self.target_pos))
         dr = 0.0 if self.target_rot is None else float(np.linalg.norm(pin.log3(self.target_rot @ rot.T)))

@@ -50,7 +50,8 @@ ENV_NODE = {
                                 'fails naming the camera', (0.0, 600.0)),
     'camera_configure_timeout_s': Param(5.0, 'franky: configure fails (nothing moves) unless every camera '
                                              'delivered a frame within this time', (0.1, 600.0)),
-    'target_ee_pose': Param([0.5, 0.0, 0.3], 'franky: [x,y,z] | + rotation vector | + quaternion xyzw'),
+    'target_ee_pose': Param([0.5, 0.0, 0.3], 'franky: [x,y,z] | + rotation vector | + quaternion xyzw; the '
+                                             "success of reward_source env (another source: no pose success)"),
     'pos_tolerance': Param(0.02, 'franky: success position tolerance (m)', (0.0, 1.0)),
     'rot_tolerance': Param(0.25, 'franky: success rotation tolerance (rad)', (0.0, 3.1416)),
     'success_hold_steps': Param(3, 'franky: steps the TCP must stay within tolerance', (1, 100000)),

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 import yaml
 
 from ..data.identity import new_run_id
+from ..params.defaults import ENV
 from ..params.paths import config_path
 from . import sim_collect as sc
 from .run_dir import new_run_dir
@@ -41,7 +42,31 @@ def check_config(cfg: dict) -> dict:
     if not isinstance(cams, dict) or not all(isinstance(t, str) and t for t in cams.values()):
         raise ValueError(f'cameras must map camera names to driver topics, got {cams!r}')
     camera_driver(cfg)
+    check_reward(cfg)
     return cfg
+
+
+def check_reward(cfg: dict) -> None:
+    """What gives the reward can work on this cell, before anything starts: a task without a pose
+    target needs the classifier or the operator; the classifier's checkpoint loads (weights only)
+    and was trained on this run's cameras at its image size (both named when not)."""
+    from ..rewards.step_reward import REWARD_SOURCES
+    source = cfg.get('reward_source') or ENV.reward_source
+    if source not in REWARD_SOURCES:
+        raise ValueError(f'reward_source must be one of {", ".join(REWARD_SOURCES)}, got {source!r}')
+    if source == 'env' and not cfg.get('target_ee_pose'):
+        raise ValueError('the task has no target_ee_pose, so the env gives no reward: set reward_source: classifier '
+                         'with reward_classifier (run train_reward), or reward_source: operator')
+    if source == 'classifier':
+        if not cfg.get('reward_classifier'):
+            raise ValueError('reward_source classifier needs reward_classifier: the success_classifier.pt that '
+                             'run train_reward wrote from labeled real_collect runs')
+        if not cfg.get('cameras'):
+            raise ValueError('reward_source classifier needs the cameras it was trained on (cameras, or --camera '
+                             'NAME=TOPIC): the classifier sees nothing else')
+        from ..rewards.classifier import load
+        model, _ = load(cfg['reward_classifier'])
+        model.check_matches(list(cfg.get('cameras') or {}), int(cfg.get('image_size') or ENV.image_size))
 
 
 def camera_driver(cfg: dict) -> Optional[str]:
@@ -66,7 +91,11 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
     start_step = next_step_id(demos)
     params = {
         'franka_env_node': {**common, 'env_type': 'franky', 'robot_ip': cfg['robot_ip'],
-                            'target_ee_pose': [float(x) for x in cfg['target_ee_pose']],
+                            **({'target_ee_pose': [float(x) for x in cfg['target_ee_pose']]}  # (a ROS parameter
+                               if cfg.get('target_ee_pose') else {}),                    # cannot be [])
+                            'reward_source': str(cfg.get('reward_source') or ENV.reward_source),
+                            'reward_classifier': str(cfg.get('reward_classifier') or ''),
+                            'reward_hold': int(cfg.get('reward_hold') or ENV.reward_hold),
                             'pos_tolerance': float(cfg.get('pos_tolerance', 0.02)),
                             'rot_tolerance': float(cfg.get('rot_tolerance', 0.25)),
                             'success_hold_steps': int(cfg['success_hold_steps']),
