@@ -29,11 +29,21 @@ CAMERA_DRIVERS = {'realsense2_camera': 'realsense2_camera_node', 'usb_cam': 'usb
 
 
 def load_config(path: str | Path) -> dict:
-    return check_config(yaml.safe_load(Path(path).read_text()) or {})
+    """The config file, checked as far as it goes alone (the command line and launch arguments may
+    still add cameras: the reward's checks run on the final config, ``check_config``)."""
+    cfg = yaml.safe_load(Path(path).read_text()) or {}
+    check_teleop_and_cameras(cfg)
+    return cfg
 
 
 def check_config(cfg: dict) -> dict:
     """Rejects what cannot run; also for a config changed after loading (launch arguments)."""
+    check_teleop_and_cameras(cfg)
+    check_reward(cfg)
+    return cfg
+
+
+def check_teleop_and_cameras(cfg: dict) -> None:
     if cfg.get('use_spacemouse') and cfg.get('use_gello'):
         raise ValueError('use_spacemouse and use_gello are mutually exclusive')
     if not cfg.get('use_spacemouse') and not cfg.get('use_gello'):
@@ -42,8 +52,6 @@ def check_config(cfg: dict) -> dict:
     if not isinstance(cams, dict) or not all(isinstance(t, str) and t for t in cams.values()):
         raise ValueError(f'cameras must map camera names to driver topics, got {cams!r}')
     camera_driver(cfg)
-    check_reward(cfg)
-    return cfg
 
 
 def check_reward(cfg: dict) -> None:
