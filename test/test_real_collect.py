@@ -206,9 +206,16 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     states + both cameras, the keypoint encoder). The policy answers once the learner announced
     itself; the learner pretrains the encoder on the demos' frames, trains RLPD on demos + online
     rows and sends versions back; every stored row carries its frames, the version that produced
-    it and the intervention flags; the run stops by itself after its steps."""
+    it and the intervention flags; the run stops by itself after its steps. Its reward is the
+    success classifier that `run train_reward` learned from real_collect's labeled datasets
+    (reward_source classifier): every stored step's reward is the classifier's."""
     port = free_udp_port()
     demos = collected[0] / 'demos'
+    trained = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos',
+                              str(collected[0] / 'logs'), '--output-dir', str(tmp_path / 'reward')],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0 and 'of 2 episodes (2 successful)' in trained.stdout, \
+        trained.stdout[-2000:] + trained.stderr[-2000:]
     out = tmp_path / 'logs'
     # bounded staleness (step s waits for version s - 2): new versions act in this short run however loaded
     # the machine; the shipped config never waits after the learner's first weights
@@ -219,7 +226,9 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     assert shipped['observation'] == 'pixels' and shipped['image_encoder'] == 'keypoints' and shipped['cameras']
     # a few pretraining passes: the encoder's learning is the unit tests'; here the frames' way through
     config.write_text(yaml.safe_dump({**shipped, 'max_version_lag': 2, 'camera_sync_tolerance_s': 0.3,
-                                      'learner': {**shipped['learner'], 'encoder_pretrain_epochs': 2}}))
+                                      'learner': {**shipped['learner'], 'encoder_pretrain_epochs': 2},
+                                      'reward_source': 'classifier',
+                                      'reward_classifier': str(tmp_path / 'reward' / 'success_classifier.pt')}))
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_train', '--config', str(config), '--robot-ip',
            franky_sim, '--demos-dir', str(demos), '--log-dir', str(out), '--hid-udp-port', str(port), '--steps', '6',
            '--camera', 'front=/rt_cam/front/image_raw', '--camera', 'wrist=/rt_cam/wrist/image_raw/compressed',
@@ -244,6 +253,8 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     assert all(d['curr_obs/main_images'].shape[-3:] == (128, 128, 3) and d['curr_obs/extra_view_images'].shape[-4] == 1
                for d in rows)   # both cameras' frames with every stored row
     assert (run / 'learner' / 'learner_checkpoint.pt').exists() and (run / 'learning_curve.png').exists()
+    done = [x for x in (run / 'node_logs' / 'env_0.log').read_text().splitlines() if 'done: ' in x][-1]
+    assert 'reward_classifier=60' in done and 'reward_env=0' in done, done   # every stored step's reward
     actor = torch.load(run / 'learner' / 'learner_checkpoint.pt', weights_only=True)['rlpd']['actor']
     assert bool(actor['encoder.frozen']) and len([k for k in actor if k.startswith('encoder.stacks.')]) > 0
 
