@@ -64,8 +64,9 @@ class StepReward:
                                  'train_reward (success_classifier.pt)')
             classifier.check_matches(cameras, image_size)
         self.source, self.labels, self.classifier = source, labels, classifier if source == 'classifier' else None
-        self.detectors = [SuccessDetector(threshold, hold) for _ in range(num_envs)] if self.classifier else \
-            [SuccessDetector(0.5, 1) for _ in range(num_envs)]
+        if self.classifier is None:   # the detectors then only apply labels: their threshold is never read
+            threshold, hold = 0.5, 1
+        self.detectors = [SuccessDetector(threshold, hold) for _ in range(num_envs)]
         self.counts = {'reward_env': 0, 'reward_classifier': 0, 'reward_operator': 0, 'episodes_rerecorded': 0,
                        'classifier_successes': 0, 'operator_labels': 0}
 
