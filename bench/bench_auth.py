@@ -2,7 +2,7 @@
 sender (sign) and receiver (admit: run id, then the signature), against the control period.
 
 The messages as a run sends them: an ActionChunk (B=2 envs, C=4 steps, A=7), an Intervention at a
-teleop device's rate, PolicyWeights inline (RLPD's actor, 256 wide), and, as the upper bound of a
+teleop device's rate, an EpisodeEvent (the operator's label), PolicyWeights inline (RLPD's actor, 256 wide), and, as the upper bound of a
 message with images, a PolicyInput with the front and wrist cameras at 128x128 (not signed by the
 package: it moves nothing; timed to show what signing an image message would cost). Also the
 serialization rclpy does anyway for each, for scale.
@@ -35,7 +35,8 @@ def messages():
            'main_images': torch.from_numpy(np.random.randint(0, 255, (2, 128, 128, 3), np.uint8)),
            'extra_view_images': torch.from_numpy(np.random.randint(0, 255, (2, 1, 128, 128, 3), np.uint8))}
     images = cv.policy_input_to_msg(PolicyInput(src, obs, None))
-    return {'ActionChunk [2, 28]': chunk, 'Intervention [7]': teleop,
+    label = M.EpisodeEvent(source_device='spacemouse', env_index=-1, label=1)
+    return {'ActionChunk [2, 28]': chunk, 'Intervention [7]': teleop, 'EpisodeEvent (a label)': label,
             f'PolicyWeights inline ({len(data) / 1e6:.2f} MB)': weights,
             'PolicyInput, 2 cameras 128x128 (2 envs)': images}
 
