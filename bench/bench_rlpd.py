@@ -28,7 +28,8 @@ rate while the learner trains, the encoder's pretraining and its cost per frame.
 
 ``--reward classifier`` (with ``--obs pixels``): the learner never sees the sim's reward. A success
 classifier (``run train_reward``) is trained on the demos' frames and a noisy expert's episodes
-(not in the budget), and the env node's ``reward_source: classifier`` gives the reward and the
+(not in the budget; both recorded with ``--steps-after-success`` steps after each success, and
+both RLPD runs start from these demos), and the env node's ``reward_source: classifier`` gives the reward and the
 success end; the sim's own check only scores the snapshots, and each snapshot's evaluation counts
 the episodes the classifier called a success and the sim did not (reward hacking). Then, in the same
 invocation and budget, the same pixels run with the sim's reward as the anchor.
@@ -84,11 +85,12 @@ CONFIG_NAMES = {'state': ('sim_demos.yaml', 'sim_train_rlpd.yaml'),
 
 
 def config(tmp: Path, variant: str, snapshot_every: int, learner: dict, obs: str = 'state',
-           cameras_recorded: bool = False) -> tuple[Path, Path]:
-    """The shipped demo and RLPD configs for this variant and observation (``cameras_recorded``:
-    the demos also as a LeRobot dataset, what a success classifier trains on)."""
+           steps_after_success: Optional[int] = None) -> tuple[Path, Path]:
+    """The shipped demo and RLPD configs for this variant and observation (``steps_after_success``
+    not None: the demos also as a LeRobot dataset, what a success classifier trains on, each
+    success held that many steps: frames that show it)."""
     demos, train = CONFIG_NAMES[obs]
-    env = {'collect_episodes': True} if cameras_recorded else {}
+    env = {} if steps_after_success is None else {'collect_episodes': True, 'steps_after_success': steps_after_success}
     return (variant_config(ROOT / 'config' / demos, tmp / demos, variant, franka_env_node=env),
             variant_config(ROOT / 'config' / train, tmp / train, variant, {'snapshot_every': snapshot_every, **learner}))
 
@@ -206,12 +208,15 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
 
 def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
     """``--reward classifier``: the success classifier a real cell would have, trained by ``run
-    train_reward`` on the demonstrations' camera frames (the success frame positive, every frame
-    before it negative) and a noisy expert's episodes (``--failure-noise``: failures and near
-    misses, labeled by the sim's check as an operator would label them); its held-out figures
-    printed. The checkpoint's path."""
+    train_reward`` on the demonstrations' camera frames and a noisy expert's episodes
+    (``--failure-noise``: failures and near misses, labeled by the sim's check as an operator would
+    label them); its held-out figures printed. Both recordings hold each success
+    ``--steps-after-success`` steps: the frames after the success step are the positives, every
+    frame before it a negative (an episode that ends on it has no image of the lifted cube). The
+    checkpoint's path."""
     fail_cfg = variant_config(demos_cfg, tmp / 'failures.yaml', args.variant,
-                              franka_env_node={'target_successes': 0, 'collect_episodes': True, 'only_success': False},
+                              franka_env_node={'target_successes': 0, 'collect_episodes': True, 'only_success': False,
+                                               'steps_after_success': args.steps_after_success},
                               policy_node={'expert_noise': args.failure_noise})
     t = time.time()
     subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(fail_cfg),
@@ -294,6 +299,10 @@ def main() -> None:
     ap.add_argument('--reward-hold', type=int, default=3, help='--reward classifier: frames over the threshold '
                     'before a success counts (the classifier sees the cube rising a few frames before the sim\'s '
                     'lift check, which ends the episode)')
+    ap.add_argument('--steps-after-success', type=int, default=10, help='--reward classifier: the demos and the '
+                    "noisy expert's episodes go on this many steps after a success (the env node's "
+                    'steps_after_success): the frames that show the cube lifted are the classifier\'s positives, the '
+                    'moment before a negative')
     ap.add_argument('--failure-noise', type=float, default=1.0, help="--reward classifier: the noisy expert's "
                     'action noise (std) for the classifier\'s negative episodes')
     ap.add_argument('--failure-steps', type=int, default=30, help='--reward classifier: training steps (x 20 '
@@ -307,7 +316,8 @@ def main() -> None:
         tmp = Path(tmp)
         learner = {k: yaml.safe_load(v) for k, v in (x.split('=', 1) for x in args.learner)}
         learned = args.reward == 'classifier'
-        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every, learner, args.obs, learned)
+        demos_cfg, train_cfg = config(tmp, args.variant, args.snapshot_every, learner, args.obs,
+                                      args.steps_after_success if learned else None)
         record_demos(demos_cfg, tmp / 'demos', args.demos)
         name = (f"RLPD{' from pixels' if args.obs == 'pixels' else ''}, {args.demos} demos"
                 f"{' + interventions' if args.interventions else ''}")

@@ -19,7 +19,7 @@ CAMERAS = ('front', 'wrist')
 
 def _episodes(n: int, seed: int):
     """``n`` episodes of ``LENGTH`` frames, every other one a success whose cube crosses the
-    lift line at a random frame (the operator's label there)."""
+    lift line at a random frame (the operator's label on the step before: its result)."""
     rng = np.random.default_rng(seed)
     frames, success_at = [], []
     for e in range(n):
@@ -33,7 +33,7 @@ def _episodes(n: int, seed: int):
             s = 20 if lifted else 10
             img[1, 24 - s // 2:24 + s // 2, 24 - s // 2:24 + s // 2] = (220, 40, 40)
             frames.append(img)
-        success_at.append(at)
+        success_at.append(None if at is None else at - 1)
     views = torch.from_numpy(np.stack(frames))
     episodes = np.repeat(np.arange(n), LENGTH)
     return views, frame_targets([LENGTH] * n, success_at), episodes
@@ -46,7 +46,8 @@ def test_labels_mean_what_hil_serl_and_lerobot_record():
         [Label.SUCCESS, Label.FAILURE, Label.RERECORD, Label.RERECORD, Label.SUCCESS]
     with pytest.raises(ValueError, match='success, failure, re-record'):
         Label.parse('maybe')
-    assert frame_targets([3, 4, 2], [1, None, 0]).tolist() == [0, 1, 1, 0, 0, 0, 0, 1, 1]
+    # the images after the success step show it; an episode that ended on it: its last frame stands in
+    assert frame_targets([3, 4, 2, 2], [1, None, 0, 1]).tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1]
     with pytest.raises(ValueError, match='frame 4 of an episode of 4'):
         frame_targets([4], [4])
 
@@ -255,6 +256,45 @@ def test_operator_labels_end_sim_episodes_and_the_dataset_holds_them(tmp_path):
     assert [r['complementary_info.reward_source'] for r in first] == [0.0, 0.0, 0.0, 2.0]
 
 
+def test_steps_after_success_record_frames_that_show_it_and_the_classifier_learns_from_those(tmp_path):
+    """steps_after_success 3 (LeRobot's number_of_steps_after_success): a success label does not
+    end the episode; three more steps follow, each a success with reward 1 from the same source,
+    the last terminated; a failure label in them drops the episode, a success label ends it there.
+    The dataset holds them, and train_reward's targets are the frames after the success step."""
+    import time
+    from rl_traj_ros.episodes.lerobot_reader import labeled_episodes
+    from rl_traj_ros.rewards.step_reward import StepReward
+    with pytest.raises(ValueError, match='steps_after_success must be 0 or more, got -1'):
+        StepReward('env', 2, None, steps_after_success=-1)
+    labels = _labels()
+    reward = StepReward('env', 2, labels, steps_after_success=3)
+    env = _sim(tmp_path, reward)
+    env.reset(seed=0)
+    zero = np.zeros((2, 7), np.float32)
+
+    def step(*offers):
+        for label, i in offers:
+            assert labels.offer(label, i, time.time_ns(), 'spacemouse') is None
+        _, r, te, tr, info = env.step(zero)
+        return r.tolist(), te.tolist(), tr.tolist(), info['success'].tolist(), info['rerecord'].tolist()
+    for _ in range(2):
+        assert step() == ([0.0, 0.0], [False, False], [False, False], [False, False], [False, False])
+    assert step(('success', -1)) == ([1.0, 1.0], [False, False], [False, False], [True, True], [False, False])
+    assert step() == ([1.0, 1.0], [False, False], [False, False], [True, True], [False, False])
+    # env 1: the operator takes the success back (failure): its episode, recorded as a success, is dropped
+    assert step(('failure', 1)) == ([1.0, 0.0], [False, False], [False, True], [True, False], [False, True])
+    assert step() == ([1.0, 0.0], [True, False], [False, False], [True, False], [False, False])   # env 0: 3rd, last
+    assert step(('success', 1)) == ([0.0, 1.0], [False, False], [False, False], [False, True], [False, False])
+    assert step(('success', 1)) == ([0.0, 1.0], [False, True], [False, False], [False, True], [False, False])
+    stats = reward.stats()
+    assert stats['steps_after_success'] == 5 and stats['episodes_rerecorded'] == 1 and stats['reward_operator'] == 9
+    env.close()
+    eps = labeled_episodes(tmp_path / 'data')
+    assert [(e.length, e.success_at) for e in eps] == [(6, 2), (3, 1)]
+    assert frame_targets([e.length for e in eps], [e.success_at for e in eps]).tolist() == \
+        [0, 0, 0, 1, 1, 1, 0, 0, 1]
+
+
 def test_the_classifier_gives_the_reward_after_its_hold_and_the_sims_success_only_scores(tmp_path):
     """reward_source classifier on real camera frames: success after ``hold`` frames over the
     threshold (terminated, reward 1, source classifier), the sim's truth in true_success only; a
@@ -294,3 +334,29 @@ def test_the_classifier_gives_the_reward_after_its_hold_and_the_sims_success_onl
         assert not te.any() and (r == 0).all()
     assert reward.stats()['classifier_nonfinite'] == 8
     env.close()
+
+
+def test_sim_collect_in_process_holds_each_expert_success_in_view(tmp_path):
+    """``run sim_collect --in-process`` builds the env node's own env (``assembly.make_env``): its
+    steps_after_success reaches it, as through the node. The expert's 2 episodes each end 4 steps
+    after their success step, every one of those recorded a success; the reader finds the success
+    step, and the classifier's positives are the 4 frames after it, images of the cube lifted."""
+    import subprocess
+    import sys
+    import yaml
+    from rosutil import ROOT
+    from rl_traj_ros.episodes.lerobot_reader import labeled_episodes
+    cfg = yaml.safe_load((ROOT / 'config' / 'sim_demos_pixels.yaml').read_text())
+    cfg['/**/franka_env_node']['ros__parameters'].update({'collect_episodes': True, 'steps_after_success': 4})
+    (tmp_path / 'demos.yaml').write_text(yaml.safe_dump(cfg))
+    r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(tmp_path / 'demos.yaml'),
+                        '--episodes', '2', '--in-process', '--output-dir', str(tmp_path / 'out'), '--quiet'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    eps = labeled_episodes(next((tmp_path / 'out' / 'collected_data').rglob('meta')).parent)
+    assert len(eps) >= 2 and all(e.success_at == e.length - 5 for e in eps), [(e.length, e.success_at) for e in eps]
+    import pyarrow.parquet as pq
+    rows = [r for f in (tmp_path / 'out' / 'collected_data').rglob('data/*/*.parquet') for r in pq.read_table(f).to_pylist()]
+    first = sorted((r for r in rows if r['episode_index'] == 0), key=lambda r: r['frame_index'])
+    assert [r['next.reward'] for r in first[-6:]] == [0.0] + [1.0] * 5
+    assert [r['next.success'] for r in first[-6:]] == [False] + [True] * 5 and first[-1]['next.done']

@@ -219,9 +219,9 @@ def make_env(p: dict, frames=None, labels=None):
 
 def step_reward(p: dict, cameras: list, labels=None):
     """The env's ``rewards.step_reward.StepReward`` from ``reward_source`` (None: the env's own
-    reward and no label source: nothing to decide)."""
+    reward, no label source and no steps after a success: nothing to decide)."""
     from ..rewards.step_reward import StepReward
-    if p['reward_source'] == 'env' and labels is None:
+    if p['reward_source'] == 'env' and labels is None and not p['steps_after_success']:
         return None
     classifier, threshold = None, p['reward_threshold']
     if p['reward_source'] == 'classifier' and p['reward_classifier']:
@@ -229,7 +229,7 @@ def step_reward(p: dict, cameras: list, labels=None):
         classifier, meta = load(p['reward_classifier'])
         threshold = meta['threshold'] if math.isnan(threshold) else threshold
     return StepReward(p['reward_source'], p['num_envs'], labels, classifier, threshold, p['reward_hold'], cameras,
-                      p['image_size'])
+                      p['image_size'], p['steps_after_success'])
 
 
 def joint_positions(env) -> list[int]:

@@ -94,7 +94,10 @@ class BatchedEnv:
                     self.step_reward.reset(i)
             obs.append(o)
         done = term | trunc
-        info: dict = {'success': success, '_success': done, 'reward_source': source, 'rerecord': rerecord}
+        # 'success' is the episode's (read where it ended: '_success'); 'step_success' is each step's
+        # own, what the dataset's next.success marks (the success step and the steps after it)
+        info: dict = {'success': success, '_success': done, 'step_success': success.copy(), 'reward_source': source,
+                      'rerecord': rerecord}
         if self.success_is_truth:
             info['true_success'] = true
         if done.any():

@@ -69,6 +69,10 @@ ENV_NODE = {
     'reward_threshold': Param(float('nan'), "success probability a frame must reach (NaN: the checkpoint's)"),
     'reward_hold': Param(2, 'consecutive frames at or over the threshold before the classifier\'s success counts',
                          (1, 10000)),
+    'steps_after_success': Param(0, "after a success (the env's, the classifier's, the operator's label) the "
+                                    'episode goes on for this many steps, each recorded as a success, then ends '
+                                    "(LeRobot's number_of_steps_after_success): frames that show the task done, "
+                                    'for train_reward; 0 in training runs', (0, 10000)),
     'task_description': Param('pick up the cube', 'recorded task (record_task_description)'),
     'teleop_only': Param(False, 'demonstrations: execute the teleop action every step, flags all 1'),
     'require_teleop': Param(False, 'never move without a teleop device: wait for an Intervention publisher '

@@ -104,6 +104,7 @@ def node_params(cfg: dict, run_dir: Path) -> tuple[dict, dict]:
                             'reward_source': str(cfg.get('reward_source') or ENV.reward_source),
                             'reward_classifier': str(cfg.get('reward_classifier') or ''),
                             'reward_hold': int(cfg.get('reward_hold') or ENV.reward_hold),
+                            'steps_after_success': int(cfg.get('steps_after_success') or ENV.steps_after_success),
                             'pos_tolerance': float(cfg.get('pos_tolerance', 0.02)),
                             'rot_tolerance': float(cfg.get('rot_tolerance', 0.25)),
                             'success_hold_steps': int(cfg['success_hold_steps']),

@@ -126,9 +126,8 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     from ..rollout.policy_server import PolicyServer, PolicyTransport
     from ..params.spec import resolve
     from ..params.writer_node import WRITER_NODE
-    from ..envs.sim_franka import sim_env_from_params
-    from ..episodes import CollectEpisode, collect_episode_kwargs
-    from ..assembly import make_buffer, make_plan, make_policy_worker, rollout_config
+    from ..params.env_node import ENV_NODE
+    from ..assembly import make_buffer, make_env, make_plan, make_policy_worker, rollout_config
     from ..rollout.workers import EnvWorker
     pe, pc = params['franka_env_node'], params['trajectory_collector_node']
     pw = resolve(WRITER_NODE, params['replay_buffer_writer_node'])
@@ -142,10 +141,10 @@ def run_inprocess(params: dict, num_env_nodes: int, output_dir: Optional[str] = 
     workers, envs = [], []
     for rank in range(num_env_nodes):
         cfg = rollout_config(pe, rank)
-        env = sim_env_from_params({**pe, 'num_env_nodes': num_env_nodes}, rank)
-        if pe.get('collect_episodes') and output_dir:
-            env = CollectEpisode(env, str(Path(output_dir) / 'collected_data' / f'env_{rank}'), rank=rank,
-                                 num_envs=cfg.num_envs, **collect_episode_kwargs(pe))
+        # the env node's own env (its reward_source, steps_after_success, recorder), not a copy of it
+        collect = bool(pe.get('collect_episodes') and output_dir)
+        env = make_env(resolve(ENV_NODE, {**pe, 'num_env_nodes': num_env_nodes, 'env_rank': rank, 'collect_episodes': collect,
+                                          **({'collect_dir': str(Path(output_dir) / 'collected_data')} if collect else {})}))
         envs.append(env)
         workers.append(EnvWorker(cfg, env))
     replies: dict = {}     # chunk key -> actions: the policy server's answers, as the env node receives them

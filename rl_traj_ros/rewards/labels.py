@@ -2,10 +2,18 @@
 
 HIL-SERL and LeRobot's HIL recording let the operator end an episode with a key: *success*
 (terminated, reward 1), *failure* (terminated, reward 0) or *re-record* (the episode is dropped
-and the env resets). A success classifier is then trained on the labeled frames: the frames at
-and after the success label are positives (the task is done in them), every other frame of that
-episode and every frame of a failed one is a negative. Frames before the label are negatives
-even though the success may be near: the label is the operator's word that it is done *now*.
+and the env resets). A success classifier is then trained on the labeled frames: the frames that
+show the task done are positives, every other frame of that episode and every frame of a failed
+one is a negative. Frames before the label are negatives even though the success may be near: the
+label is the operator's word that it is done *now*.
+
+Which frames show it: a dataset's frame ``k`` holds the image *before* step ``k`` and that step's
+``next.reward`` / success flag, so the first image of the done task is frame ``k + 1``. An
+episode that ended on its success step has no such image (the terminal observation is not a
+frame); its last frame, the moment before, stands in. Recording ``steps_after_success`` frames
+after each success (``rewards.step_reward``) gives the classifier real ones, and keeps the
+moment before a negative: a classifier that has learned "almost lifted" as success is what RL
+learns to exploit.
 """
 from __future__ import annotations
 
@@ -50,8 +58,9 @@ def outcome(label: Label) -> Optional[tuple[float, bool]]:
 
 def frame_targets(lengths: Sequence[int], success_at: Sequence[Optional[int]]) -> np.ndarray:
     """Per-frame classifier targets of consecutive episodes: episode ``i`` has ``lengths[i]``
-    frames and its success label at frame ``success_at[i]`` (None: failed, or no success): 1.0 from
-    that frame to its end, 0.0 elsewhere."""
+    frames and its first success flag at frame ``success_at[i]`` (None: failed, or no success):
+    1.0 on the frames after it (the images of the done task), or on that frame when it is the
+    episode's last; 0.0 elsewhere."""
     if len(lengths) != len(success_at):
         raise ValueError(f'{len(lengths)} episode lengths but {len(success_at)} success frames')
     out = []
@@ -60,7 +69,7 @@ def frame_targets(lengths: Sequence[int], success_at: Sequence[Optional[int]]) -
         if at is not None:
             if not 0 <= at < n:
                 raise ValueError(f'success label at frame {at} of an episode of {n} frames')
-            y[at:] = 1.0
+            y[min(at + 1, n - 1):] = 1.0
         out.append(y)
     return np.concatenate(out) if out else np.zeros(0, np.float32)
 

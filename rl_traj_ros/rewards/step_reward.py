@@ -15,6 +15,14 @@ not terminated: a termination there would tell the learner what the withheld rew
 re-record label truncates the episode with reward 0 and flags it (``rerecord``): the recorder
 drops it from the dataset; the replay buffer keeps its steps as what the robot did (off-policy
 data), cut there.
+
+``steps_after_success`` (LeRobot's ``number_of_steps_after_success``): a success does not end the
+episode at once; it goes on for that many steps, each a success with the success's reward and
+source, and the last one terminates. A dataset then holds frames that *show* the task done:
+LeRobot's frame ``k`` is the image before step ``k``, so an episode that ends on its success step
+has no image of the success, and a classifier trained on it learns the moment before it (which
+RL then provokes). During the tail a re-record or failure label drops the episode (its frames
+were recorded as successes), a success label ends it there.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from ..params.defaults import ENV
 from .classifier import SuccessClassifier
 from .detector import Source, SuccessDetector
 from .events import EpisodeLabels
@@ -53,9 +62,12 @@ def frame_views(obs: dict) -> torch.Tensor:
 class StepReward:
     def __init__(self, source: str, num_envs: int, labels: Optional[EpisodeLabels] = None,
                  classifier: Optional[SuccessClassifier] = None, threshold: Optional[float] = None,
-                 hold: Optional[int] = None, cameras: Sequence[str] = (), image_size: Optional[int] = None):
+                 hold: Optional[int] = None, cameras: Sequence[str] = (), image_size: Optional[int] = None,
+                 steps_after_success: int = ENV.steps_after_success):
         """``threshold``, ``hold``: the detector's (with a classifier); a classifier trained on
         other cameras or another image size than ``cameras`` / ``image_size`` is refused, naming both."""
+        if steps_after_success < 0:
+            raise ValueError(f'steps_after_success must be 0 or more, got {steps_after_success}')
         if source not in REWARD_SOURCES:
             raise ValueError(f'reward_source must be one of {", ".join(REWARD_SOURCES)}, got {source!r}')
         if source == 'classifier':
@@ -67,8 +79,10 @@ class StepReward:
         if self.classifier is None:   # the detectors then only apply labels: their threshold is never read
             threshold, hold = 0.5, 1
         self.detectors = [SuccessDetector(threshold, hold) for _ in range(num_envs)]
+        self.steps_after_success = int(steps_after_success)
+        self.tails: list[Optional[list]] = [None] * num_envs   # [steps left, reward, source] after a success
         self.counts = {'reward_env': 0, 'reward_classifier': 0, 'reward_operator': 0, 'episodes_rerecorded': 0,
-                       'classifier_successes': 0, 'operator_labels': 0}
+                       'classifier_successes': 0, 'operator_labels': 0, 'steps_after_success': 0}
 
     @property
     def nonfinite(self) -> int:
@@ -76,10 +90,14 @@ class StepReward:
 
     def reset(self, i: int) -> None:
         self.detectors[i].reset()
+        self.tails[i] = None
 
     def decide(self, i: int, obs: dict, reward: float, terminated: bool, truncated: bool,
                success: bool) -> StepOutcome:
         label = self.labels.take(i) if self.labels is not None else Label.NONE
+        self.counts['operator_labels'] += int(label != Label.NONE)
+        if self.tails[i] is not None:
+            return self._tail_step(i, label, truncated)
         det = self.detectors[i]
         if self.source == 'env':
             d = det.step(reward, terminated, None, label)
@@ -95,11 +113,33 @@ class StepReward:
             out = StepOutcome(d.reward, d.terminated, bool((terminated or truncated) and not d.terminated),
                               d.success, source, d.drop)
         if d.drop:  # re-record: cut with reward 0, dropped from the dataset
-            out = StepOutcome(0.0, False, True, False, Source.OPERATOR, True)
-            self.counts['episodes_rerecorded'] += 1
+            out = self._drop()
+        elif out.success and out.terminated and self.steps_after_success:
+            self.tails[i] = [self.steps_after_success, out.reward, out.source]
+            out = StepOutcome(out.reward, False, False, True, out.source)
         self.counts[f'reward_{out.source.name.lower()}'] += 1
-        self.counts['operator_labels'] += int(label != Label.NONE)
         self.counts['classifier_successes'] += int(d.source == Source.CLASSIFIER and d.success)
+        return out
+
+    def _drop(self) -> StepOutcome:
+        self.counts['episodes_rerecorded'] += 1
+        return StepOutcome(0.0, False, True, False, Source.OPERATOR, True)
+
+    def _tail_step(self, i: int, label: Label, truncated: bool) -> StepOutcome:
+        """A step of the tail after a success: a success again; the last one, the env's time
+        limit or a success label terminates; a failure or re-record label drops the episode."""
+        tail = self.tails[i]
+        if label in (Label.FAILURE, Label.RERECORD):
+            self.tails[i] = None
+            out = self._drop()
+        else:
+            tail[0] -= 1
+            end = tail[0] <= 0 or truncated or label == Label.SUCCESS
+            out = StepOutcome(tail[1], end, False, True, Source.OPERATOR if label == Label.SUCCESS else tail[2])
+            if end:
+                self.tails[i] = None
+        self.counts[f'reward_{out.source.name.lower()}'] += 1
+        self.counts['steps_after_success'] += int(not out.rerecord)
         return out
 
     def stats(self) -> dict[str, float]:
