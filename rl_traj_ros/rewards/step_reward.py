@@ -114,7 +114,7 @@ class StepReward:
                               d.success, source, d.drop)
         if d.drop:  # re-record: cut with reward 0, dropped from the dataset
             out = self._drop()
-        elif out.success and out.terminated and self.steps_after_success:
+        elif out.success and out.terminated and self.steps_after_success and not truncated:   # (not at the env's limit)
             self.tails[i] = [self.steps_after_success, out.reward, out.source]
             out = StepOutcome(out.reward, False, False, True, out.source)
         self.counts[f'reward_{out.source.name.lower()}'] += 1
