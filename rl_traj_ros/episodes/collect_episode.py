@@ -223,6 +223,7 @@ class CollectEpisode(gym.Wrapper):
         ep.interventions.append(bool(self._intervened[i]) if self._intervened is not None else False)
         given = isinstance(info, dict) and 'reward_source' in info   # an env whose reward a source decides
         ep.reward_sources.append(int(_to_np(info['reward_source'])) if given else REWARD_FROM_ENV)
+        ep.step_successes.append(bool(_scalar_bool(info.get('step_success'))) if isinstance(info, dict) else False)
         ep.observations.append(_copy(obs))
         # per-step fallback flag: a step that terminated with positive reward, or any step info success
         flag = _scalar_bool(info.get('success')) if isinstance(info, dict) and 'success' in info else None

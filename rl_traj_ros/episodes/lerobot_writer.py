@@ -205,8 +205,7 @@ class LeRobotWriter:
         cols[nm.done][-1] = True
         if nm.reward:  # lerobot's recorders: next.success marks the steps that succeeded (the success
             # step, and the steps_after_success the env went on for: the frames that show it)
-            stepped = np.asarray([isinstance(f, dict) and bool(np.asarray(f.get('step_success', False)).reshape(-1)[0])
-                                  for f in ep.infos] if len(ep.infos) == n else [False] * n, bool)
+            stepped = np.asarray(ep.step_successes if len(ep.step_successes) == n else [False] * n, bool)
             cols[nm.success] = (stepped | cols[nm.done]) & bool(ep.success)
         else:  # the spec's is_success: the episode's outcome on every frame
             cols[nm.success] = np.full(n, bool(ep.success))

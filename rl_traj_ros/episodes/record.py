@@ -19,6 +19,7 @@ class EpisodeRecord:
     infos: list = field(default_factory=list)
     interventions: list = field(default_factory=list)  # per step: the operator's action was executed
     reward_sources: list = field(default_factory=list)  # per step: what gave the reward (rewards.detector.Source)
+    step_successes: list = field(default_factory=list)  # per step: the step succeeded (and the steps after it)
     success: bool = False
 
     @property
