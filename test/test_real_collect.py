@@ -288,11 +288,12 @@ def test_real_collect_config_maps_spec_keys(tmp_path):
 def test_a_spacemouse_chord_ends_the_episode_of_a_task_without_a_pose_target(franky_sim, tmp_path, source):
     """A real cell whose success no robot state gives (no target_ee_pose): `run real_collect`
     against franky-sim with a camera stand-in; the scripted operator drives to a place and, once
-    there, presses both SpaceMouse buttons (raw HID reports, pyspacemouse's decoder): the env ends
-    the episode at the next step with reward 1, the demos keep it, the LeRobot dataset records the
-    label (next.reward, next.success, reward_source). reward_source operator: every step is the
-    operator's; classifier: a success classifier that never fires scores every other step, and the
-    operator's label overrides it."""
+    there, presses both SpaceMouse buttons (raw HID reports, pyspacemouse's decoder): the label
+    takes the next step with reward 1, the episode goes on for the shipped config's
+    steps_after_success steps (each a success, the result held in view) and the last terminates; the
+    demos keep it, the LeRobot dataset records the label (next.reward, next.success, reward_source).
+    reward_source operator: every step is the operator's; classifier: a success classifier that
+    never fires scores every step before the label, and the operator's label overrides it."""
     import yaml
     import pyarrow.parquet as pq
     from rl_traj_ros.pipelines.real_collect import DEFAULT_CONFIG
@@ -305,9 +306,11 @@ def test_a_spacemouse_chord_ends_the_episode_of_a_task_without_a_pose_target(fra
         with torch.no_grad():
             never.head[-1].bias.fill_(-50.0)
         reward['reward_classifier'] = str(rc.save(never, tmp_path / 'never.pt', 0.5, {}))
+    shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    tail = int(shipped['steps_after_success'])
+    assert tail > 0, 'the shipped real_collect config records frames after a success'
     config = tmp_path / 'real_collect.yaml'
-    config.write_text(yaml.safe_dump({**yaml.safe_load(DEFAULT_CONFIG.read_text()), 'camera_sync_tolerance_s': 0.3,
-                                      'target_ee_pose': [], **reward}))
+    config.write_text(yaml.safe_dump({**shipped, 'camera_sync_tolerance_s': 0.3, 'target_ee_pose': [], **reward}))
     cmd = [sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--config', str(config), '--robot-ip',
            franky_sim, '--episodes', '1', '--log-dir', str(tmp_path / 'logs'), '--demos-dir', str(tmp_path / 'demos'),
            '--hid-udp-port', str(port), '--camera', 'front=/lab_cam/front/image_raw']
@@ -319,14 +322,17 @@ def test_a_spacemouse_chord_ends_the_episode_of_a_task_without_a_pose_target(fra
     from rl_traj_ros.storage.files import load_trajectory
     (tid,) = _demo_ids(tmp_path / 'demos')
     d = load_trajectory(tmp_path / 'demos' / f'trajectory_{tid:08d}.pt', 'pt')
-    assert float(d['rewards'][-1]) == 1.0 and float(d['rewards'][:-1].abs().sum()) == 0.0
+    rewards = d['rewards'].flatten().tolist()
+    assert len(rewards) > tail + 1 and rewards == [0.0] * (len(rewards) - tail - 1) + [1.0] * (tail + 1), rewards
     assert bool(d['terminations'][-1].all()) and not bool(d['terminations'][:-1].any())
     root = (tmp_path / 'logs' / 'latest').resolve() / 'collected_data' / 'env_0'
     rows = pq.read_table(root / 'data' / 'chunk-000' / 'file-000.parquet').to_pylist()
-    assert rows[-1]['next.reward'] == 1.0 and rows[-1]['next.success'] and not any(r['next.success'] for r in rows[:-1])
+    before = len(rows) - tail - 1
+    assert [r['next.reward'] for r in rows] == [0.0] * before + [1.0] * (tail + 1)
+    assert [bool(r['next.success']) for r in rows] == [False] * before + [True] * (tail + 1)
     scored = Source.OPERATOR if source == 'operator' else Source.CLASSIFIER
-    assert [r['complementary_info.reward_source'] for r in rows] == [float(scored)] * (len(rows) - 1) + \
-        [float(Source.OPERATOR)]
+    assert [r['complementary_info.reward_source'] for r in rows] == [float(scored)] * before + \
+        [float(Source.OPERATOR)] * (tail + 1)
 
 
 def test_a_cell_reward_that_cannot_work_is_refused_before_anything_starts(tmp_path):

@@ -336,6 +336,44 @@ def test_the_classifier_gives_the_reward_after_its_hold_and_the_sims_success_onl
     env.close()
 
 
+def test_with_the_reward_withheld_the_sims_success_goes_on_and_its_other_ends_cut(tmp_path):
+    """A real cell has no success check of its own, so with the env's reward withheld (operator,
+    classifier) the sim's success neither rewards nor ends the episode: it goes on (the classifier
+    then sees the frames it learned a success from: the cube held up), true_success says what the
+    sim saw. The cube knocked out of the workspace cuts the episode (truncated, never terminated).
+    With the env's reward the same success terminates with reward 1. The sim is real: the arm
+    driven up, the cube put between its fingers without gravity (gym-hil's check: lifted 10 cm,
+    within 5 cm of the pinch point)."""
+    from rl_traj_ros.envs.sim_franka import SimFrankaVecEnv
+    from rl_traj_ros.rewards.step_reward import StepReward
+    seen = {}
+    for source in ('env', 'operator'):
+        env = SimFrankaVecEnv(2, image_obs=False, max_episode_steps=40)
+        env.step_reward = StepReward(source, 2)
+        env.reset(seed=0)
+        up = np.zeros((2, 7), np.float32)
+        up[:, 2] = 1.0
+        for _ in range(8):
+            env.step(up)
+        sim = env.envs[0].unwrapped
+        sim._model.opt.gravity[:] = 0
+        sim._data.jnt('block').qpos[:3] = sim._data.sensor('2f85/pinch_pos').data
+        sim._data.jnt('block').qvel[:] = 0
+        steps = []
+        for _ in range(3):
+            _, r, te, tr, info = env.step(np.zeros((2, 7), np.float32))
+            steps.append((float(r[0]), bool(te[0]), bool(tr[0]), bool(info['true_success'][0])))
+            if te[0]:
+                break
+        sim._data.jnt('block').qpos[:3] = (3.0, 3.0, 0.02)   # knocked far out of the workspace
+        _, r, te, tr, info = env.step(np.zeros((2, 7), np.float32))
+        steps.append((float(r[0]), bool(te[0]), bool(tr[0]), bool(info['true_success'][0])))
+        env.close()
+        seen[source] = steps
+    assert seen['env'][0] == (1.0, True, False, True) and seen['env'][1] == (0.0, True, False, False)
+    assert seen['operator'] == [(0.0, False, False, True)] * 3 + [(0.0, False, True, False)]
+
+
 def test_sim_collect_in_process_holds_each_expert_success_in_view(tmp_path):
     """``run sim_collect --in-process`` builds the env node's own env (``assembly.make_env``): its
     steps_after_success reaches it, as through the node. The expert's 2 episodes each end 4 steps

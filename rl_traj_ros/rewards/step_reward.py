@@ -9,9 +9,12 @@ Sources (``reward_source``):
 - ``classifier``: the success classifier on the step's camera frames (``detector``'s threshold
   and hold); the env's reward is withheld;
 - ``operator``: only the operator's labels give a reward; the env's is withheld.
-The operator's label overrides every source. With the env's reward withheld, an episode the env
-ends on its own (the sim's success check, an object knocked out of the workspace) is *truncated*,
-not terminated: a termination there would tell the learner what the withheld reward said. A
+The operator's label overrides every source. With the env's reward withheld, the env's own success
+check neither rewards nor ends the episode: a real cell has none, and a sim episode cut at its
+success step would end before the classifier sees what it learned a success looks like (the frames
+after it), so only the classifier's errors could ever reward. Any other end of the env's (an object
+knocked out of the workspace, its time limit) *truncates* the episode, never terminates it: a
+termination there would tell the learner what the withheld reward said. A
 re-record label truncates the episode with reward 0 and flags it (``rerecord``): the recorder
 drops it from the dataset; the replay buffer keeps its steps as what the robot did (off-policy
 data), cut there.
@@ -109,9 +112,9 @@ class StepReward:
                 prob = float(self.classifier.probability(frame_views(obs))[0])
             d = det.step(0.0, False, prob, label)
             source = Source.OPERATOR if self.source == 'operator' and d.source == Source.ENV else d.source
-            # the env's own end, unseen by the withheld reward: cut (truncated), never terminated
-            out = StepOutcome(d.reward, d.terminated, bool((terminated or truncated) and not d.terminated),
-                              d.success, source, d.drop)
+            # the env's own success goes on unseen; its other ends cut the episode (truncated), never terminate it
+            cut = truncated or (terminated and not success)
+            out = StepOutcome(d.reward, d.terminated, bool(cut and not d.terminated), d.success, source, d.drop)
         if d.drop:  # re-record: cut with reward 0, dropped from the dataset
             out = self._drop()
         elif out.success and out.terminated and self.steps_after_success and not truncated:   # (not at the env's limit)

@@ -30,12 +30,13 @@ def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: s
     """Run ``act`` (executing ``chunk`` actions per call) on held-out state ids until
     ``num_episodes`` episodes ended; success rate, return and length per episode. ``split`` ''
     scores gym-hil's fixed start instead (the fixed-cube variant of a task). ``watch`` sees every
-    step's frames beside the sim's own outcome (what a success classifier would have said)."""
+    step's frames beside the sim's own outcome so far in the episode (what a success classifier
+    would have said). An episode succeeded when the sim's check passed at any of its steps."""
     env = sim_env_from_params({**env_params, 'state_split': split, 'num_env_nodes': 1}, 0)
     try:
         obs, _ = env.reset()
         b = env.num_envs
-        ret, length = np.zeros(b), np.zeros(b, int)
+        ret, length, won = np.zeros(b), np.zeros(b, int), np.zeros(b, bool)
         episodes: list[dict] = []
         while len(episodes) < num_episodes:
             actions = np.asarray(act(obs), np.float32).reshape(b, chunk, -1)
@@ -44,14 +45,17 @@ def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: s
                 obs, r, term, trunc, info = env.step(actions[:, s])
                 ret += r
                 length += 1
-                success = np.asarray(info.get('true_success', info['success']))  # the sim's own check
+                # the sim's own check, at any step of the episode (with a learned reward the episode
+                # goes on past it until the classifier calls it)
+                won |= np.asarray(info.get('true_success', info['success']), bool)
                 if watch is not None:
                     ended, fin = term | trunc, info.get('final_obs')
-                    watch([fin[i] if ended[i] else {k: v[i] for k, v in obs.items()} for i in range(b)], ended, success)
+                    watch([fin[i] if ended[i] else {k: v[i] for k, v in obs.items()} for i in range(b)], ended,
+                          won.copy())
                 for i in np.nonzero(term | trunc)[0]:
-                    episodes.append({'state_id': ids[i], 'success': bool(success[i]), 'return': float(ret[i]),
+                    episodes.append({'state_id': ids[i], 'success': bool(won[i]), 'return': float(ret[i]),
                                      'length': int(length[i])})
-                    ret[i], length[i] = 0.0, 0
+                    ret[i], length[i], won[i] = 0.0, 0, False
     finally:
         env.close()
     episodes = episodes[:num_episodes]
