@@ -102,3 +102,74 @@ def test_node_publishes_intervention_and_joint_states(emu, rclpy_context):
     # joint 7 turns the hand about its own axis, which points down at home: -z in the base frame,
     # -0.3 rad / 0.2 rad per unit -> clipped to -1; no translation
     assert a[5] == -1.0 and np.allclose(a[:5], 0, atol=0.02)
+
+
+def _key(code: int, value: int) -> bytes:
+    """One struct input_event as the kernel writes it (EV_KEY), then its EV_SYN report."""
+    from rl_traj_ros.teleop.pedal import EV_KEY, EVENT
+    t = time.time()
+    return EVENT.pack(int(t), int(t % 1 * 1e6), EV_KEY, code, value) + EVENT.pack(int(t), 0, 0, 0, 0)
+
+
+def test_foot_switch_keys_are_labels_once_per_press():
+    """A press is one label (auto-repeat, release, other keys and non-key events are not); a
+    record split across reads waits for its rest; label_keys must be 3 distinct codes."""
+    from rl_traj_ros.rewards.labels import Label
+    from rl_traj_ros.teleop.pedal import KeyLabels
+    keys = KeyLabels([30, 48, 46])
+    stream = _key(30, 1) + _key(30, 2) + _key(30, 2) + _key(30, 0) + _key(57, 1) + _key(46, 1) + _key(48, 1)
+    got = keys.feed(stream[:37]) + keys.feed(stream[37:100]) + keys.feed(stream[100:])
+    assert got == [(Label.SUCCESS, 30), (Label.RERECORD, 46), (Label.FAILURE, 48)] and keys.ignored == 1
+    for bad in ([30, 30, 46], [30, 48], [30, 48, -1]):
+        with pytest.raises(ValueError, match='label_keys must be 3 distinct key codes'):
+            KeyLabels(bad)
+
+
+def test_node_labels_the_episode_from_a_foot_switch(emu, rclpy_context, tmp_path):
+    """The GELLO node with ``label_device`` (a FIFO that the kernel's input_event records are
+    written to: an evdev node reads the same): KEY_S then KEY_R pressed -> EpisodeEvents success,
+    re-record on ``episode_event``, while the leader's interventions go on; a device that cannot be
+    opened is refused at start, naming label_device and the path."""
+    import os
+    import subprocess
+    import sys
+    from rl_traj_ros.rewards.labels import Label
+    from rl_traj_ros.ros.qos import EVENT_QOS
+    from rosutil import ROOT
+    leader_pose(emu, np.array(HOME))
+    fifo = tmp_path / 'pedal'
+    os.mkfifo(fifo)
+    args = ['-m', 'rl_traj_ros.nodes.gello_teleop_node', '--ros-args', '-p', f'port:={emu.port}',
+            '-p', f'joint_offsets:={OFFSETS}', '-p', f'label_device:={fifo}']
+    with ros_process(args) as proc:
+        node = rclpy.create_node('pedal_listener', context=rclpy_context)
+        ex = SingleThreadedExecutor(context=rclpy_context)
+        ex.add_node(node)
+        events, joints = [], []
+        node.create_subscription(M.EpisodeEvent, '/rl_traj/episode_event', events.append, EVENT_QOS)
+        node.create_subscription(JointState, '/gello/joint_states', joints.append, SIDE_QOS)
+        deadline = time.time() + 30
+        while not (joints and node.count_publishers('/rl_traj/episode_event')) and time.time() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)   # the node holds the reading end
+        os.write(fd, _key(31, 1) + _key(31, 0) + _key(57, 1))
+        time.sleep(0.3)
+        os.write(fd, _key(19, 1) + _key(19, 2))
+        while len(events) < 2 and time.time() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+        read = len(joints)
+        while len(joints) <= read and time.time() < deadline:   # the leader is read on after the labels
+            ex.spin_once(timeout_sec=0.05)
+        os.close(fd)
+        ex.shutdown()
+        node.destroy_node()
+    said = proc.stdout.read()
+    assert [(e.label, e.source_device) for e in events] == [(int(Label.SUCCESS), 'gello'), (int(Label.RERECORD), 'gello')]
+    assert 'episode label success (key 31)' in said and 'episode label rerecord (key 19)' in said, said[-2000:]
+    assert len(joints) > read
+    missing = tmp_path / 'no_such_pedal'
+    bad = subprocess.run([sys.executable, '-m', 'rl_traj_ros.nodes.gello_teleop_node', '--ros-args', '-p',
+                          f'port:={emu.port}', '-p', f'label_device:={missing}'], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and f"label_device '{missing}' cannot be opened" in bad.stdout + bad.stderr, \
+        (bad.stdout + bad.stderr)[-2000:]

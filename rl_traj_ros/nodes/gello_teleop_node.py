@@ -4,7 +4,9 @@ Reads the leader with one GroupSyncRead per cycle, maps servo angles to Franka j
 (``joint_offsets``, ``joint_signs``; ``python -m rl_traj_ros.teleop.gello calibrate`` finds
 the offsets), computes the leader's TCP with Pinocchio FR3 kinematics and publishes the
 expert delta action from the follower's current TCP (from ``follower_joint_states``) as an
-Intervention, plus the leader's joints as sensor_msgs/JointState.
+Intervention, plus the leader's joints as sensor_msgs/JointState. The operator's hands are on the
+leader, so a foot switch (``label_device``, ``teleop.pedal``) labels the episode: an EpisodeEvent
+on ``episode_event`` per press of a ``label_keys`` key.
 """
 from __future__ import annotations
 
@@ -21,9 +23,10 @@ from sensor_msgs.msg import JointState
 
 from .. import msg as M
 from ..params.teleop_nodes import GELLO_NODE
-from ..ros.qos import SIDE_QOS, TELEOP_QOS
+from ..ros.qos import EVENT_QOS, SIDE_QOS, TELEOP_QOS
 from ..ros.run_link import RunLink
 from ..teleop.gello import FrankaKinematics, GelloConfig, GelloReader, GelloTeleop
+from ..teleop.pedal import KeyDevice, KeyLabels
 from .common import declare, run_node, topic
 
 JOINT_NAMES = [f'fr3_joint{i}' for i in range(1, 8)]
@@ -44,8 +47,11 @@ class GelloTeleopNode(Node):
         self.pub = self.link.publisher(M.Intervention, topic(self, 'intervention'), TELEOP_QOS)
         self.pub_joints = self.create_publisher(JointState, 'gello/joint_states', SIDE_QOS)
         self.create_subscription(JointState, p['follower_joint_states'], self.on_follower, SIDE_QOS)
+        self.keys = KeyLabels(p['label_keys'])
+        self.pedal = KeyDevice(p['label_device']) if p['label_device'] else None
+        self.pub_event = self.link.publisher(M.EpisodeEvent, topic(self, 'episode_event'), EVENT_QOS)
         self.create_timer(1.0 / p['rate_hz'], self.tick)
-        self.read_errors = 0
+        self.read_errors = self.pedal_errors = 0
 
     def on_follower(self, m: JointState) -> None:
         # the env node's joint states carry its run id in frame_id (ros.side_topics): another run's robot is not ours
@@ -53,6 +59,7 @@ class GelloTeleopNode(Node):
             self.follower_tcp = self.kin.tcp(np.asarray(m.position[:7]))
 
     def tick(self) -> None:
+        self.label()
         try:
             q, g = self.reader.read()
         except IOError as e:
@@ -72,8 +79,25 @@ class GelloTeleopNode(Node):
         m.header.stamp = stamp
         self.pub.publish(m)
 
+    def label(self) -> None:
+        if self.pedal is None:
+            return
+        try:
+            pressed = self.keys.feed(self.pedal.read())
+        except IOError as e:    # unplugged: the leader arm goes on, the labels are missed and said so
+            self.pedal_errors += 1
+            self.get_logger().error(f'label_device read failed: {e}', throttle_duration_sec=2.0)
+            return
+        for label, code in pressed:
+            e = M.EpisodeEvent(source_device='gello', env_index=self.p['env_index'], label=int(label))
+            e.header.stamp = self.get_clock().now().to_msg()
+            self.pub_event.publish(e)
+            self.get_logger().info(f'episode label {label.name.lower()} (key {code})')
+
     def shutdown(self) -> None:
         self.reader.close()
+        if self.pedal is not None:
+            self.pedal.close()
 
 
 def main(args=None) -> int:

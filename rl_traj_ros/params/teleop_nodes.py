@@ -35,4 +35,8 @@ GELLO_NODE = {
     'rate_hz': Param(100.0, 'read and publish rate', (1.0, 10000.0)),
     'env_index': Param(-1, 'env to intervene on (-1: all)'),
     'follower_joint_states': Param('/env_0/joint_states', "the follower robot's joint states"),
+    'label_device': Param('', 'a foot switch or keyboard whose keys label the episode (teleop.pedal): its input '
+                              'device, e.g. /dev/input/by-id/usb-PCsensor_FootSwitch-event-kbd; empty: none'),
+    'label_keys': Param([31, 33, 19], 'evdev key codes of the labels success, failure, re-record (KEY_S, KEY_F, '
+                                      'KEY_R; a PCsensor 3-pedal switch sends KEY_A, KEY_B, KEY_C: 30, 48, 46)'),
 }
