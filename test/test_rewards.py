@@ -398,3 +398,40 @@ def test_sim_collect_in_process_holds_each_expert_success_in_view(tmp_path):
     first = sorted((r for r in rows if r['episode_index'] == 0), key=lambda r: r['frame_index'])
     assert [r['next.reward'] for r in first[-6:]] == [0.0] + [1.0] * 5
     assert [r['next.success'] for r in first[-6:]] == [False] + [True] * 5 and first[-1]['next.done']
+
+
+def test_a_scripted_operator_labels_the_sims_successes_through_the_operators_path(tmp_path):
+    """``reward_source: operator`` in the sim with ``sim_operator_delay`` 2: the sim's own check is
+    only watched; a scripted operator offers a success label 2 steps after it passes, the label
+    path takes it at the next step (reward 1, terminated, source operator), as a person's chord
+    would. Every step of the dataset is scored by the operator; a real cell refuses the parameter."""
+    import subprocess
+    import sys
+    import yaml
+    import pyarrow.parquet as pq
+    from rosutil import ROOT
+    from rl_traj_ros.assembly.build import step_reward
+    from rl_traj_ros.params.env_node import ENV_NODE
+    from rl_traj_ros.params.spec import resolve
+    cfg = yaml.safe_load((ROOT / 'config' / 'sim_demos.yaml').read_text())
+    cfg['/**/franka_env_node']['ros__parameters'].update({'collect_episodes': True, 'reward_source': 'operator',
+                                                          'sim_operator_delay': 2})
+    (tmp_path / 'demos.yaml').write_text(yaml.safe_dump(cfg))
+    r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(tmp_path / 'demos.yaml'),
+                        '--episodes', '2', '--in-process', '--output-dir', str(tmp_path / 'out')],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = [r for f in (tmp_path / 'out' / 'collected_data').rglob('data/*/*.parquet') for r in pq.read_table(f).to_pylist()]
+    episodes = sorted({r['episode_index'] for r in rows})
+    assert len(episodes) >= 2
+    for e in episodes:
+        ep = sorted((r for r in rows if r['episode_index'] == e), key=lambda r: r['frame_index'])
+        assert [r['next.reward'] for r in ep] == [0.0] * (len(ep) - 1) + [1.0] and ep[-1]['next.done']
+        assert {r['complementary_info.reward_source'] for r in ep} == {float(Source.OPERATOR)}
+        # the cube's height (the states' last): 10 cm up (the sim's check) in exactly the last 3 frames, the
+        # images before the step of the check + 1, + 2 (the operator's delay) and + 3 (its label's step)
+        z0 = ep[0]['observation.state'][-1]
+        assert [r['observation.state'][-1] > z0 + 0.1 for r in ep] == [False] * (len(ep) - 3) + [True] * 3
+    with pytest.raises(ValueError, match="sim_operator_delay is the sim's scripted operator"):
+        step_reward(resolve(ENV_NODE, {'env_type': 'franky', 'reward_source': 'operator', 'sim_operator_delay': 0}),
+                    [])

@@ -10,6 +10,7 @@ collector node's ``TrajectoryPlan`` (``make_plan``), the writer node's buffer
 from __future__ import annotations
 
 import math
+import time
 import os
 from typing import Callable, Optional
 
@@ -221,6 +222,14 @@ def step_reward(p: dict, cameras: list, labels=None):
     """The env's ``rewards.step_reward.StepReward`` from ``reward_source`` (None: the env's own
     reward, no label source and no steps after a success: nothing to decide)."""
     from ..rewards.step_reward import StepReward
+    delay = p['sim_operator_delay']
+    if delay >= 0:
+        if p['env_type'] != 'sim':
+            raise ValueError("sim_operator_delay is the sim's scripted operator: a real cell's labels come from its "
+                             'operator (set it to -1)')
+        if labels is None:   # a run without ROS (sim_collect --in-process): the operator's label path all the same
+            from ..rewards.events import EpisodeLabels
+            labels = EpisodeLabels(p['num_envs'], lambda: True, time.time_ns)
     if p['reward_source'] == 'env' and labels is None and not p['steps_after_success']:
         return None
     classifier, threshold = None, p['reward_threshold']
@@ -229,7 +238,7 @@ def step_reward(p: dict, cameras: list, labels=None):
         classifier, meta = load(p['reward_classifier'])
         threshold = meta['threshold'] if math.isnan(threshold) else threshold
     return StepReward(p['reward_source'], p['num_envs'], labels, classifier, threshold, p['reward_hold'], cameras,
-                      p['image_size'], p['steps_after_success'])
+                      p['image_size'], p['steps_after_success'], delay)
 
 
 def joint_positions(env) -> list[int]:

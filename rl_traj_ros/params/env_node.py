@@ -73,6 +73,10 @@ ENV_NODE = {
                                     'episode goes on for this many steps, each recorded as a success, then ends '
                                     "(LeRobot's number_of_steps_after_success): frames that show the task done, "
                                     'for train_reward; 0 in training runs', (0, 10000)),
+    'sim_operator_delay': Param(-1, "sim: a scripted operator watches the sim and labels each success through the "
+                                    "operator's label path (as a SpaceMouse chord or ~/episode_event would), this many "
+                                    'steps after the sim\'s check first passes (0: the next step); -1: none',
+                                (-1, 10000)),
     'task_description': Param('pick up the cube', 'recorded task (record_task_description)'),
     'teleop_only': Param(False, 'demonstrations: execute the teleop action every step, flags all 1'),
     'require_teleop': Param(False, 'never move without a teleop device: wait for an Intervention publisher '

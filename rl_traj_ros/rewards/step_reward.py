@@ -26,6 +26,11 @@ LeRobot's frame ``k`` is the image before step ``k``, so an episode that ends on
 has no image of the success, and a classifier trained on it learns the moment before it (which
 RL then provokes). During the tail a re-record or failure label drops the episode (its frames
 were recorded as successes), a success label ends it there.
+
+``operator_delay`` >= 0 (the sim's ``sim_operator_delay``): a scripted operator watches the sim and
+offers a success label to ``labels`` that many steps after the sim's check first passes in an
+episode, through the same path as a person's (``EpisodeLabels``: taken at the env's next step), so
+``reward_source: operator`` runs in the sim as on a real cell, with the sim's check only watched.
 """
 from __future__ import annotations
 
@@ -66,7 +71,7 @@ class StepReward:
     def __init__(self, source: str, num_envs: int, labels: Optional[EpisodeLabels] = None,
                  classifier: Optional[SuccessClassifier] = None, threshold: Optional[float] = None,
                  hold: Optional[int] = None, cameras: Sequence[str] = (), image_size: Optional[int] = None,
-                 steps_after_success: int = ENV.steps_after_success):
+                 steps_after_success: int = ENV.steps_after_success, operator_delay: int = ENV.sim_operator_delay):
         """``threshold``, ``hold``: the detector's (with a classifier); a classifier trained on
         other cameras or another image size than ``cameras`` / ``image_size`` is refused, naming both."""
         if steps_after_success < 0:
@@ -86,6 +91,12 @@ class StepReward:
         self.tails: list[Optional[list]] = [None] * num_envs   # [steps left, reward, source] after a success
         self.counts = {'reward_env': 0, 'reward_classifier': 0, 'reward_operator': 0, 'episodes_rerecorded': 0,
                        'classifier_successes': 0, 'operator_labels': 0, 'steps_after_success': 0}
+        if operator_delay >= 0 and labels is None:
+            raise ValueError('sim_operator_delay needs the label path (EpisodeLabels) to offer its labels to')
+        self.operator_delay = int(operator_delay)
+        self.watched: list[Optional[int]] = [None] * num_envs   # steps since the sim's check passed
+        if self.operator_delay >= 0:
+            self.counts.update(scripted_labels=0, scripted_labels_refused=0)
 
     @property
     def nonfinite(self) -> int:
@@ -93,12 +104,14 @@ class StepReward:
 
     def reset(self, i: int) -> None:
         self.detectors[i].reset()
-        self.tails[i] = None
+        self.tails[i] = self.watched[i] = None
 
     def decide(self, i: int, obs: dict, reward: float, terminated: bool, truncated: bool,
                success: bool) -> StepOutcome:
         label = self.labels.take(i) if self.labels is not None else Label.NONE
         self.counts['operator_labels'] += int(label != Label.NONE)
+        if self.operator_delay >= 0 and label == Label.NONE and self.tails[i] is None:
+            self._watch(i, success)
         if self.tails[i] is not None:
             return self._tail_step(i, label, truncated)
         det = self.detectors[i]
@@ -123,6 +136,15 @@ class StepReward:
         self.counts[f'reward_{out.source.name.lower()}'] += 1
         self.counts['classifier_successes'] += int(d.source == Source.CLASSIFIER and d.success)
         return out
+
+    def _watch(self, i: int, success: bool) -> None:
+        """The scripted operator: a success label once the sim's check passed ``operator_delay`` steps ago."""
+        if self.watched[i] is None and not success:
+            return
+        self.watched[i] = 0 if self.watched[i] is None else self.watched[i] + 1
+        if self.watched[i] == self.operator_delay:
+            why = self.labels.offer(Label.SUCCESS, i, self.labels.clock_ns(), f'sim_operator/{i}')
+            self.counts['scripted_labels' if why is None else 'scripted_labels_refused'] += 1
 
     def _drop(self) -> StepOutcome:
         self.counts['episodes_rerecorded'] += 1
