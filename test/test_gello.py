@@ -2,6 +2,7 @@
 angles give the expected Franka joints, TCP pose and delta action."""
 import math
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -28,6 +29,23 @@ def leader_pose(emu, q, gripper_deg=195.0):
     """Put the emulated leader where a Franka pose q reads through OFFSETS and SIGNS."""
     emu.set_positions_rad({i + 1: q[i] * SIGNS[i] + OFFSETS[i] for i in range(7)})
     emu.set_positions_rad({8: math.radians(gripper_deg)})
+
+
+@contextmanager
+def gello_node(emu, context, *params):
+    """The GELLO node on the emulated leader (``OFFSETS``) with ``params`` (``name:=value``), and a
+    listener node of this test with its executor."""
+    args = ['-m', 'rl_traj_ros.nodes.gello_teleop_node', '--ros-args', '-p', f'port:={emu.port}',
+            '-p', f'joint_offsets:={OFFSETS}', *[a for v in params for a in ('-p', v)]]
+    with ros_process(args) as proc:
+        node = rclpy.create_node('gello_listener', context=context)
+        ex = SingleThreadedExecutor(context=context)
+        ex.add_node(node)
+        try:
+            yield proc, node, ex
+        finally:
+            ex.shutdown()
+            node.destroy_node()
 
 
 @pytest.fixture
@@ -75,12 +93,7 @@ def test_delta_action_from_leader_and_follower():
 
 def test_node_publishes_intervention_and_joint_states(emu, rclpy_context):
     leader_pose(emu, np.array(HOME) + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3]))
-    args = ['-m', 'rl_traj_ros.nodes.gello_teleop_node', '--ros-args', '-p', f'port:={emu.port}',
-            '-p', f'joint_offsets:={OFFSETS}', '-p', 'follower_joint_states:=/test/follower']
-    with ros_process(args):
-        node = rclpy.create_node('gello_listener', context=rclpy_context)
-        ex = SingleThreadedExecutor(context=rclpy_context)
-        ex.add_node(node)
+    with gello_node(emu, rclpy_context, 'follower_joint_states:=/test/follower') as (_, node, ex):
         got, joints = [], []
         node.create_subscription(M.Intervention, '/rl_traj/intervention', got.append, TELEOP_QOS)
         node.create_subscription(JointState, '/gello/joint_states', joints.append, SIDE_QOS)
@@ -93,8 +106,6 @@ def test_node_publishes_intervention_and_joint_states(emu, rclpy_context):
         deadline = time.time() + 30
         while not publish_follower() and time.time() < deadline:
             pass
-        ex.shutdown()
-        node.destroy_node()
     assert len(got) >= 20 and joints
     assert np.allclose(joints[-1].position[:7], np.array(HOME) + [0, 0, 0, 0, 0, 0, 0.3], atol=2e-3)
     a = np.array(got[-1].action)
@@ -139,12 +150,7 @@ def test_node_labels_the_episode_from_a_foot_switch(emu, rclpy_context, tmp_path
     leader_pose(emu, np.array(HOME))
     fifo = tmp_path / 'pedal'
     os.mkfifo(fifo)
-    args = ['-m', 'rl_traj_ros.nodes.gello_teleop_node', '--ros-args', '-p', f'port:={emu.port}',
-            '-p', f'joint_offsets:={OFFSETS}', '-p', f'label_device:={fifo}']
-    with ros_process(args) as proc:
-        node = rclpy.create_node('pedal_listener', context=rclpy_context)
-        ex = SingleThreadedExecutor(context=rclpy_context)
-        ex.add_node(node)
+    with gello_node(emu, rclpy_context, f'label_device:={fifo}') as (proc, node, ex):
         events, joints = [], []
         node.create_subscription(M.EpisodeEvent, '/rl_traj/episode_event', events.append, EVENT_QOS)
         node.create_subscription(JointState, '/gello/joint_states', joints.append, SIDE_QOS)
@@ -161,8 +167,6 @@ def test_node_labels_the_episode_from_a_foot_switch(emu, rclpy_context, tmp_path
         while len(joints) <= read and time.time() < deadline:   # the leader is read on after the labels
             ex.spin_once(timeout_sec=0.05)
         os.close(fd)
-        ex.shutdown()
-        node.destroy_node()
     said = proc.stdout.read()
     assert [(e.label, e.source_device) for e in events] == [(int(Label.SUCCESS), 'gello'), (int(Label.RERECORD), 'gello')]
     assert 'episode label success (key 31)' in said and 'episode label rerecord (key 19)' in said, said[-2000:]
