@@ -335,6 +335,69 @@ def test_a_spacemouse_chord_ends_the_episode_of_a_task_without_a_pose_target(fra
         [float(Source.OPERATOR)] * (tail + 1)
 
 
+def test_a_gello_foot_switch_ends_the_episode_of_a_task_without_a_pose_target(franky_sim, tmp_path):
+    """GELLO leaves no hand free: `run real_collect` with the GELLO node on the Dynamixel emulator
+    (a pty) against franky-sim, no pose target, reward_source operator, and a foot switch stand-in
+    (a FIFO receiving the kernel's input_event records) pressed until the env takes its label: the
+    episode ends with reward 1 on the label's step, the demos and the dataset hold it, every step
+    scored by the operator."""
+    pytest.importorskip('dynamixel_sdk')
+    pytest.importorskip('pinocchio')
+    import yaml
+    import pyarrow.parquet as pq
+    from dxl_emulator import DynamixelEmulator
+    from rl_traj_ros.pipelines.real_collect import DEFAULT_CONFIG
+    from rl_traj_ros.rewards.detector import Source
+    from rl_traj_ros.params.defaults import GELLO
+    from rl_traj_ros.teleop.gello import HOME
+    from rl_traj_ros.teleop.pedal import EV_KEY, EVENT
+    emu = DynamixelEmulator(range(1, 9))
+    shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    gello = shipped['gello']
+    emu.set_positions_rad({i + 1: HOME[i] * gello['joint_signs'][i] + gello['joint_offsets'][i] for i in range(7)})
+    emu.set_positions_rad({8: GELLO.gripper_open_rad})
+    fifo = tmp_path / 'foot_switch'
+    os.mkfifo(fifo)
+    config = tmp_path / 'real_collect.yaml'
+    config.write_text(yaml.safe_dump({**shipped, 'target_ee_pose': [], 'reward_source': 'operator',
+                                      'steps_after_success': 0, 'use_spacemouse': False, 'use_gello': True,
+                                      'gello_port': emu.port, 'gello': {**gello, 'label_device': str(fifo)}}))
+    log = tmp_path / 'run.log'
+    with open(log, 'w') as out:
+        run = subprocess.Popen([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'real_collect', '--config', str(config),
+                                '--robot-ip', franky_sim, '--episodes', '1', '--log-dir', str(tmp_path / 'logs'),
+                                '--demos-dir', str(tmp_path / 'demos')], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    fd, deadline = None, time.monotonic() + 200
+    try:
+        while run.poll() is None and time.monotonic() < deadline:
+            time.sleep(1.0)   # the operator presses the success pedal until the env takes a label
+            if fd is None:
+                try:
+                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)   # once the GELLO node reads it
+                except OSError:
+                    continue
+            if 'episode label 1 for env -1 from gello' not in log.read_text():   # the env node took it
+                t = time.time()
+                os.write(fd, EVENT.pack(int(t), 0, EV_KEY, 31, 1) + EVENT.pack(int(t), 0, EV_KEY, 31, 0))
+        assert run.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        stop_process(run)
+        if fd is not None:
+            os.close(fd)
+        emu.close()
+    said = log.read_text()
+    assert 'episode label success (key 31)' in said, said[-3000:]
+    from rl_traj_ros.storage.files import load_trajectory
+    (tid,) = _demo_ids(tmp_path / 'demos')
+    d = load_trajectory(tmp_path / 'demos' / f'trajectory_{tid:08d}.pt', 'pt')
+    rewards = d['rewards'].flatten().tolist()
+    assert rewards == [0.0] * (len(rewards) - 1) + [1.0] and bool(d['terminations'][-1].all())
+    root = (tmp_path / 'logs' / 'latest').resolve() / 'collected_data' / 'env_0'
+    rows = pq.read_table(root / 'data' / 'chunk-000' / 'file-000.parquet').to_pylist()
+    assert rows[-1]['next.reward'] == 1.0 and rows[-1]['next.success'] and not any(r['next.success'] for r in rows[:-1])
+    assert {r['complementary_info.reward_source'] for r in rows} == {float(Source.OPERATOR)}
+
+
 def test_a_cell_reward_that_cannot_work_is_refused_before_anything_starts(tmp_path):
     """No pose target and the env's reward: nothing would ever succeed; a success classifier of
     other cameras: its scores would be nonsense. Both refused by name, exit 2, nothing started."""

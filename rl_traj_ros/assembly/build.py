@@ -10,8 +10,8 @@ collector node's ``TrajectoryPlan`` (``make_plan``), the writer node's buffer
 from __future__ import annotations
 
 import math
-import time
 import os
+import time
 from typing import Callable, Optional
 
 import torch
