@@ -63,6 +63,8 @@ from rl_traj_ros.pipelines.sim_collect import load_params  # noqa: E402
 from rl_traj_ros.pipelines.sim_train import TRAIN_NODES  # noqa: E402
 from rl_traj_ros.rollout.evaluate import actor_critic_act, evaluate, sac_actor_act  # noqa: E402
 from rl_traj_ros.assembly import sac_actor  # noqa: E402
+from rl_traj_ros.assembly.build import step_reward  # noqa: E402
+from rl_traj_ros.params.env_node import ENV_NODE  # noqa: E402
 
 
 def variant_config(src: Path, dst: Path, variant: str, learner: Optional[dict] = None, **nodes: dict) -> Path:
@@ -140,10 +142,12 @@ def ppo_anchor(tmp: Path, variant: str, demos: int, budget_s: float, eval_episod
 
 
 def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
-             budget_s: Optional[float] = None, hacking: Optional[Path] = None) -> tuple[list, list]:
+             budget_s: Optional[float] = None) -> tuple[list, list]:
     """One RLPD run over DDS for the budget, its snapshots scored on held-out episodes:
-    (wall-time curve, env-step curve). ``hacking``: a success classifier whose verdicts on the
-    evaluation episodes are counted against the sim's (``RewardHacking``)."""
+    (wall-time curve, env-step curve). With the sim's reward withheld (``reward_source`` not
+    ``env``) the evaluation episodes end as the run's did (the env node's own step reward: the
+    classifier, its threshold and hold), and the episodes it called a success while the sim's
+    check never passed are counted (reward hacking), with the sim's successes it missed."""
     budget_s = args.budget_s if budget_s is None else budget_s
     operator, joined = None, []
     if args.interventions:  # a node of the run: its run id and secret, which the CLI takes too
@@ -179,15 +183,19 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
     print(f'{name}: pick and lift ({args.variant} cube), {args.demos} demos'
           f"{' with scripted interventions' if args.interventions else ''}, {args.eval_episodes} held-out "
           f'episodes per snapshot, budget {budget_s:.0f} s')
+    ep = resolve(ENV_NODE, env)
+    judge = ep['reward_source'] != 'env'
     for v, f in snaps:
         actor = sac_actor(pp)
         actor.load_state_dict(torch.load(f, weights_only=True))
-        watch = RewardHacking(hacking, env['reward_hold'], env['num_envs']) if hacking else None
-        r = evaluate(sac_actor_act(actor.eval()), env, args.eval_episodes, pp['chunk'], split=split, watch=watch)
+        r = evaluate(sac_actor_act(actor.eval()), env, args.eval_episodes, pp['chunk'], split=split,
+                     step_reward=step_reward(ep, ep['camera_names']) if judge else None)
         m = at[v]
         curve.append((m['time'] - t0, r['success_rate']))
         steps_curve.append((m['env_steps'], r['success_rate']))
-        judged = f'; classifier: {watch.hacked} hacked, {watch.missed} missed' if watch else ''
+        eps = r['per_episode']
+        judged = (f"; classifier: {sum(e['judged'] and not e['success'] for e in eps)} hacked, "
+                  f"{sum(e['success'] and not e['judged'] for e in eps)} missed") if judge else ''
         print(f"  v{v}: {m['time'] - t0:.0f} s, {m['env_steps']:.0f} env steps, {m['updates']:.0f} gradient "
               f"steps (utd {m['utd']:.2f}, {m['updates_per_s']:.0f}/s): held-out success {r['success_rate']:.0%}"
               f"{judged}; training success so far {m['success_rate']:.0%}, intervention rate "
@@ -231,31 +239,6 @@ def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
     print(f'success classifier (not in the budget, {time.time() - t:.0f} s with its noisy-expert episodes): '
           f'{said[0]}; {said[-1]}')
     return tmp / 'reward' / 'success_classifier.pt'
-
-
-class RewardHacking:
-    """What the learned reward would have said on a snapshot's evaluation episodes: an episode the
-    classifier (its threshold, ``hold`` frames) called a success while the sim's check did not is
-    reward hacking (RL learns to provoke it); a success it missed is counted too."""
-
-    def __init__(self, checkpoint: Path, hold: int, num_envs: int):
-        from rl_traj_ros.rewards.classifier import load
-        from rl_traj_ros.rewards.detector import SuccessDetector
-        self.model, meta = load(checkpoint)
-        self.detectors = [SuccessDetector(meta['threshold'], hold) for _ in range(num_envs)]
-        self.fired = [False] * num_envs
-        self.hacked = self.missed = 0
-
-    def __call__(self, frames: list, ended, success) -> None:
-        from rl_traj_ros.rewards.step_reward import frame_views
-        for i, f in enumerate(frames):
-            p = float(self.model.probability(frame_views(f))[0])
-            self.fired[i] |= self.detectors[i].step(0.0, False, p).success
-            if ended[i]:
-                self.hacked += int(self.fired[i] and not success[i])
-                self.missed += int(success[i] and not self.fired[i])
-                self.fired[i] = False
-                self.detectors[i].reset()
 
 
 def record_demos(demos_cfg: Path, out: Path, episodes: int) -> None:
@@ -328,7 +311,7 @@ def main() -> None:
                 'reward_source': 'classifier', 'reward_classifier': str(checkpoint), 'reward_hold': args.reward_hold})
             label = f'{name}, learned reward (the sim\'s withheld)'
             curves[label], steps_curves[label] = rlpd_run(tmp, 'classifier_run', cls_cfg, tmp / 'demos' / 'replay_buffer',
-                                                          args, hacking=checkpoint)
+                                                          args)
             name = f'{name}, sim reward (anchor)'
         curves[name], steps_curves[name] = rlpd_run(tmp, 'run', train_cfg, tmp / 'demos' / 'replay_buffer', args,
                                                     budget_s=args.anchor_budget_s if learned else None)

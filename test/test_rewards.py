@@ -374,6 +374,36 @@ def test_with_the_reward_withheld_the_sims_success_goes_on_and_its_other_ends_cu
     assert seen['operator'] == [(0.0, False, False, True)] * 3 + [(0.0, False, True, False)]
 
 
+def test_held_out_evaluation_ends_episodes_as_the_run_does_and_keeps_the_learned_rewards_verdict():
+    """``rollout.evaluate`` with the env node's own step reward (``assembly.build.step_reward``):
+    with the env's reward the expert's episodes end at the sim's success, which also decides them
+    (judged); with it withheld and no label given, the same episodes go on past the success to the
+    time limit, still scored by the sim's check at any step, and none is judged: every success is
+    one the learned reward missed (what bench_rlpd counts per snapshot). The sim is real."""
+    from rl_traj_ros.assembly.build import step_reward
+    from rl_traj_ros.params.env_node import ENV_NODE
+    from rl_traj_ros.params.spec import resolve
+    from rl_traj_ros.policies.scripted import PickCubeExpert
+    from rl_traj_ros.rollout.evaluate import evaluate
+    expert = PickCubeExpert()
+
+    def act(obs):
+        return np.stack([expert.act_chunk(s, 2).reshape(-1) for s in obs['states']])
+    got = {}
+    for source in ('env', 'operator'):
+        p = resolve(ENV_NODE, {'num_envs': 1, 'max_episode_steps': 60, 'reward_source': source})  # ids in order
+        got[source] = evaluate(act, p, 3, 2, step_reward=step_reward(p, p['camera_names']))['per_episode']
+    env, withheld = got['env'], got['operator']
+    assert sum(e['success'] for e in env) >= 2, env
+    assert all(e['judged'] == e['success'] for e in env), env
+    assert all(e['length'] < 60 for e in env if e['success']), env
+    by_id = {e['state_id']: e for e in env}
+    assert sorted(by_id) == sorted(e['state_id'] for e in withheld), (env, withheld)
+    assert all(e['success'] == by_id[e['state_id']]['success'] for e in withheld), (env, withheld)
+    assert not any(e['judged'] for e in withheld) and all(e['return'] == 0 for e in withheld), withheld
+    assert all(e['length'] > by_id[e['state_id']]['length'] for e in withheld if e['success']), (env, withheld)
+
+
 def test_sim_collect_in_process_holds_each_expert_success_in_view(tmp_path):
     """``run sim_collect --in-process`` builds the env node's own env (``assembly.make_env``): its
     steps_after_success reaches it, as through the node. The expert's 2 episodes each end 4 steps

@@ -10,7 +10,7 @@ eval ids scores each id at most once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 import torch
@@ -21,18 +21,18 @@ from ..params.defaults import POLICY
 Act = Callable[[dict], np.ndarray]  # the env's observation ('states' [B, S], cameras) -> actions [B, C*A]
 
 
-# (each env's observation after the step: the pre-reset one of an env that ended, ended [B], success [B])
-Watch = Callable[[list, np.ndarray, np.ndarray], None]
-
-
 def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: str = 'eval',
-             watch: Optional[Watch] = None) -> dict:
+             step_reward=None) -> dict:
     """Run ``act`` (executing ``chunk`` actions per call) on held-out state ids until
     ``num_episodes`` episodes ended; success rate, return and length per episode. ``split`` ''
-    scores gym-hil's fixed start instead (the fixed-cube variant of a task). ``watch`` sees every
-    step's frames beside the sim's own outcome so far in the episode (what a success classifier
-    would have said). An episode succeeded when the sim's check passed at any of its steps."""
+    scores gym-hil's fixed start instead (the fixed-cube variant of a task). An episode succeeded
+    when the sim's check passed at any of its steps. ``step_reward`` (``rewards.step_reward``, as
+    the env node builds it) decides the episodes' ends as in training: with the sim's reward
+    withheld an episode goes on past the sim's success until the success classifier (its
+    threshold and hold) calls it, so each episode also records what the learned reward said
+    (``judged``): judged and not succeeded is reward hacking, succeeded and not judged a miss."""
     env = sim_env_from_params({**env_params, 'state_split': split, 'num_env_nodes': 1}, 0)
+    env.step_reward = step_reward
     try:
         obs, _ = env.reset()
         b = env.num_envs
@@ -45,16 +45,10 @@ def evaluate(act: Act, env_params: dict, num_episodes: int, chunk: int, split: s
                 obs, r, term, trunc, info = env.step(actions[:, s])
                 ret += r
                 length += 1
-                # the sim's own check, at any step of the episode (with a learned reward the episode
-                # goes on past it until the classifier calls it)
                 won |= np.asarray(info.get('true_success', info['success']), bool)
-                if watch is not None:
-                    ended, fin = term | trunc, info.get('final_obs')
-                    watch([fin[i] if ended[i] else {k: v[i] for k, v in obs.items()} for i in range(b)], ended,
-                          won.copy())
                 for i in np.nonzero(term | trunc)[0]:
                     episodes.append({'state_id': ids[i], 'success': bool(won[i]), 'return': float(ret[i]),
-                                     'length': int(length[i])})
+                                     'length': int(length[i]), 'judged': bool(info['success'][i])})
                     ret[i], length[i], won[i] = 0.0, 0, False
     finally:
         env.close()
