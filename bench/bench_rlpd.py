@@ -281,7 +281,9 @@ def main() -> None:
                          'then the sim-reward run of the same budget as the anchor')
     ap.add_argument('--reward-hold', type=int, default=3, help='--reward classifier: frames over the threshold '
                     'before a success counts (the classifier sees the cube rising a few frames before the sim\'s '
-                    'lift check, which ends the episode)')
+                    'lift check)')
+    ap.add_argument('--reward-threshold', type=float, default=float('nan'), help='--reward classifier: the env '
+                    "node's success threshold (NaN: the checkpoint's, train_reward's 0.5)")
     ap.add_argument('--steps-after-success', type=int, default=10, help='--reward classifier: the demos and the '
                     "noisy expert's episodes go on this many steps after a success (the env node's "
                     'steps_after_success): the frames that show the cube lifted are the classifier\'s positives, the '
@@ -308,7 +310,8 @@ def main() -> None:
         if learned:
             checkpoint = learned_reward(tmp, demos_cfg, args)
             cls_cfg = variant_config(train_cfg, tmp / 'classifier_train.yaml', 'random', franka_env_node={
-                'reward_source': 'classifier', 'reward_classifier': str(checkpoint), 'reward_hold': args.reward_hold})
+                'reward_source': 'classifier', 'reward_classifier': str(checkpoint), 'reward_hold': args.reward_hold,
+                'reward_threshold': args.reward_threshold})
             label = f'{name}, learned reward (the sim\'s withheld)'
             curves[label], steps_curves[label] = rlpd_run(tmp, 'classifier_run', cls_cfg, tmp / 'demos' / 'replay_buffer',
                                                           args)
