@@ -184,8 +184,10 @@ def test_cameras_over_dds_sync_encodings_drop_slow_late_depth(rclpy_context):
             assert abs(float(np.median(offsets))) <= 0.1   # the newest frame at the state's time, not a stale one
             obs = good.frames.observation()
             assert obs['main_images'].shape == (128, 128, 3) and obs['extra_view_images'].shape == (3, 128, 128, 3)
+            t_depth = bad.frames.newest('depth')   # its own frame's time: the encoding, whatever the load
+            assert t_depth is not None, 'the depth stand-in sent nothing'
             with pytest.raises(CameraError, match=r"'depth' on /standin/depth/image_raw: encoding 16UC1 \(depth\)"):
-                bad.frames.frame('depth', bad.clock_s())
+                bad.frames.frame('depth', t_depth)
             assert bad.frames.received['dropped'] > 0
             time.sleep(max(0.0, t_ready + 6.0 - time.monotonic()))  # 'dropped' went silent after 5 s
             with pytest.raises(CameraError, match=r"camera 'dropped' on /standin/dropped/image_raw: newest frame "

@@ -3,6 +3,7 @@ the franky env's motions, state, gripper and limits; then the whole real_collect
 a scripted operator on a virtual SpaceMouse; a second run appends to the demos."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -318,7 +319,10 @@ def test_a_spacemouse_chord_ends_the_episode_of_a_task_without_a_pose_target(fra
         out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     said = out.stdout + out.stderr
     assert out.returncode == 0, said[-3000:]
-    assert 'episode label success (button chord)' in said and 'labels_taken=1' in said, said[-3000:]
+    # the recorded episode took one label (its rewards below); on a loaded machine the operator may
+    # label the next episode too, begun while the run stops after its one
+    taken = re.search(r'labels_taken=(\d+)', said)
+    assert 'episode label success (button chord)' in said and taken and int(taken[1]) >= 1, said[-3000:]
     from rl_traj_ros.storage.files import load_trajectory
     (tid,) = _demo_ids(tmp_path / 'demos')
     d = load_trajectory(tmp_path / 'demos' / f'trajectory_{tid:08d}.pt', 'pt')
