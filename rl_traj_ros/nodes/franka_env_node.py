@@ -116,7 +116,7 @@ class FrankaEnvNode(LifecycleNode):
         if self.p['reward_source'] == 'classifier':
             # One frame per step: intra-op threads only add barrier waits, and on a machine whose
             # other cores render and learn a waiting thread costs a time slice (measured on 2 busy
-            # cores: 2.7-73 ms per frame with 2 threads, 0.9-1.4 ms with 1).
+            # cores: 4-11 ms per frame with 2 threads, 1.1-1.4 ms with 1: bench/bench_classifier_threads.py).
             set_torch_threads(1)
         return make_env(self.p, frames, self.labels)
 
