@@ -31,6 +31,32 @@ def test_chunk_transitions_by_hand():
                                                                                 rows['next_obs/states'])
 
 
+def test_a_success_ends_the_learners_episode_so_a_recorded_tail_is_worth_what_the_run_pays():
+    """gamma 0.5, C = 2: a demonstration that succeeds in slot 1 of row 1 and goes on two steps
+    (steps_after_success 2), its last one terminating. Read as stored, the success slot
+    bootstraps into a tail of rewards (the critic learns it is worth ~3, where the run's own
+    success pays 1 and ends); with the success rule every rewarded slot is a terminal success."""
+    r = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    term = torch.tensor([[False, False], [False, False], [False, True], [False, False]])
+    rows = {'curr_obs/states': torch.zeros(4, 1), 'next_obs/states': torch.zeros(4, 1), 'actions': torch.zeros(4, 2),
+            'rewards': r, 'dones': term, 'terminations': term, 'truncations': torch.zeros(4, 2, dtype=torch.bool),
+            'intervene_flags': torch.zeros(4, 2, dtype=torch.bool)}
+    stored = to_transitions(rows, gamma=0.5)
+    assert stored.rewards.tolist() == [0.0, 0.5, 1.5, 0.0] and stored.discounts.tolist() == [0.25, 0.25, 0.0, 0.25]
+    ended = to_transitions(rows, gamma=0.5, success_reward=0.5)
+    assert ended.rewards.tolist() == [0.0, 0.5, 1.0, 0.0]
+    assert ended.discounts.tolist() == [0.25, 0.0, 0.0, 0.25]   # no bootstrap past a success, the rest unchanged
+
+
+def test_the_learner_ends_episodes_at_a_success_unless_told_the_reward_is_dense():
+    from rl_traj_ros.assembly.build import make_learner
+    from rl_traj_ros.params.defaults import RLPD
+    assert RLPD.success_ends_episode is True
+    base = {'algorithm': 'rlpd', 'state_dim': 3, 'action_dim': 2, 'chunk': 2, 'hidden': 16, 'num_critics': 2}
+    assert make_learner(base).cfg.success_ends_episode is True
+    assert make_learner({**base, 'success_ends_episode': False}).cfg.success_ends_episode is False
+
+
 def test_rows_without_observations_are_refused_naming_the_fields():
     with pytest.raises(ValueError, match='curr_obs/states, next_obs/states.*record them again'):
         check_rows({'actions': 0, 'rewards': 0, 'dones': 0, 'terminations': 0, 'truncations': 0,

@@ -136,7 +136,8 @@ def make_offpolicy_learner(p: dict):
         publish_every=p['publish_every'], publish_period_s=p['publish_period_s'], online_window=p['online_window'],
         normalize_states=p['normalize_states'], prioritized_replay=p['prioritized_replay'],
         priority_alpha=p['priority_alpha'], priority_beta=p['priority_beta'],
-        encoder_pretrain_epochs=p['encoder_pretrain_epochs'], run_id=p['run_id']), demos, seed=p['seed'])
+        encoder_pretrain_epochs=p['encoder_pretrain_epochs'], success_ends_episode=p['success_ends_episode'],
+        run_id=p['run_id']), demos, seed=p['seed'])
 
 
 def make_plan(params: dict) -> TrajectoryPlan:

@@ -55,6 +55,7 @@ class RLPDLearnerConfig:
     priority_beta: float = RLPD.priority_beta
     encoder_pretrain_epochs: int = RLPD.encoder_pretrain_epochs   # image_encoder 'keypoints'
     success_reward: float = SUCCESS_REWARD
+    success_ends_episode: bool = RLPD.success_ends_episode   # a success slot is terminal (transitions)
     run_id: str = RLPD.run_id
 
 
@@ -224,7 +225,8 @@ class RLPDLearner:
             self.pretrain_encoder()
         for _ in range(n):
             rows = self.mixer.sample(self.updater.cfg.batch_size, with_index=self.prioritized is not None)
-            batch = to_transitions(rows, self.updater.cfg.gamma)
+            batch = to_transitions(rows, self.updater.cfg.gamma,
+                                   self.cfg.success_reward if self.cfg.success_ends_episode else None)
             metrics = self.updater.step(batch)
             if self.prioritized is not None:  # the online rows' new priorities: their |TD error|
                 online = rows['index/source'] == 0

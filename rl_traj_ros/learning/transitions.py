@@ -8,6 +8,12 @@ its first done (under auto-reset the later slots belong to the next episode, and
 is the pre-reset observation of that first done), ``R = sum_i gamma^i r_i``, and the bootstrap
 factor is ``gamma^(k+1)`` after ``k+1`` slots, 0 when the episode terminated (a truncation
 still bootstraps).
+
+``success_reward`` (RLPD's ``success_ends_episode``): a slot whose reward reaches it ends the
+episode there as a termination. A recording that goes on after a success (``steps_after_success``:
+frames that show the task done, for a success classifier) stores those steps as rewards without an
+end; read as they are, a demonstration's success is worth a run of rewards (up to ~9 with a tail
+of 10 at gamma 0.97) where the run's own success pays 1 and ends, and the critics fit both.
 """
 from __future__ import annotations
 
@@ -50,17 +56,21 @@ def obs_of(rows: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor
     return {k[n:]: v for k, v in rows.items() if k.startswith(prefix + '/') and '/' not in k[n:]}
 
 
-def to_transitions(rows: dict[str, torch.Tensor], gamma: float) -> TransitionBatch:
+def to_transitions(rows: dict[str, torch.Tensor], gamma: float, success_reward: Optional[float] = None) -> TransitionBatch:
     r = rows['rewards'].to(torch.float32)
     n, c = r.shape
     d = rows['dones'].reshape(n, c).to(torch.bool)
+    term = rows['terminations'].reshape(n, c).to(torch.bool)
+    if success_reward is not None:
+        hit = r >= success_reward
+        d, term = d | hit, term | hit
     ended = d.any(1)
     first = torch.where(ended, d.to(torch.int64).argmax(1), torch.full((n,), c - 1))
     slots = torch.arange(c)
     counted = slots[None, :] <= first[:, None]
     powers = gamma ** slots.to(torch.float32)
     ret = (r * powers * counted).sum(1)
-    terminated = ended & rows['terminations'].reshape(n, c).to(torch.bool)[torch.arange(n), first]
+    terminated = ended & term[torch.arange(n), first]
     discounts = (gamma ** (first + 1).to(torch.float32)) * (~terminated).to(torch.float32)
     return TransitionBatch(obs_of(rows, 'curr_obs'), rows['actions'].to(torch.float32), ret, discounts,
                            obs_of(rows, 'next_obs'), rows['intervene_flags'].reshape(n, -1).to(torch.bool).any(1),

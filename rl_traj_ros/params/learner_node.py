@@ -78,4 +78,10 @@ LEARNER_NODE = {
                             (0.0, 10.0)),
     'priority_beta': Param(0.4, 'rlpd, prioritized_replay: importance-weight correction (1: full)', (0.0, 1.0)),
     'online_window': Param(0, 'rlpd: the online buffer keeps the newest N trajectories (0 = all)', (0, 1 << 30)),
+    'success_ends_episode': Param(True, "rlpd: a step whose reward reaches the success rule's (0.5, the collector's) "
+                                        'ends the learner\'s episode there: terminated, no bootstrap past it. Steps a '
+                                        'recording kept after a success (steps_after_success: the frames a success '
+                                        'classifier learns from) are then each a terminal success, as the run\'s own '
+                                        'success is, not a run of rewards the run never pays; false: the stored ends '
+                                        'only (a dense reward)'),
 }
