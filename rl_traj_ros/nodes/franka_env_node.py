@@ -113,11 +113,7 @@ class FrankaEnvNode(LifecycleNode):
         frames = self.cameras.frames if self.cameras is not None else None
         if frames is not None:  # before the robot: a silent camera fails configure, robot untouched
             self.cameras.wait_ready(self.p['camera_configure_timeout_s'])
-        if self.p['reward_source'] == 'classifier':
-            # One frame per step: intra-op threads only add barrier waits, and on a machine whose
-            # other cores render and learn a waiting thread costs a time slice (measured on 2 busy
-            # cores: 4-11 ms per frame with 2 threads, 1.1-1.4 ms with 1: bench/bench_classifier_threads.py).
-            set_torch_threads(1)
+        set_torch_threads(self.p['torch_threads'])   # in the rollout thread, before the classifier loads
         return make_env(self.p, frames, self.labels)
 
     def _make_loop(self, env) -> EnvLoop:

@@ -17,6 +17,11 @@ ENV_NODE = {
     'target_episodes': Param(0, 'stop at the next step boundary after this many episodes ended (evaluation; '
                                 '0 = no such stop)', (0, 1 << 40)),
     'seed': Param(0, 'env seed'),
+    'torch_threads': Param(1, 'torch intra-op threads of the env node (0: the cores less one): its success '
+                              'classifier (reward_source classifier) scores one frame per step, where more threads '
+                              'only add barrier waits, and a waiting thread costs a time slice on cores that render '
+                              'and learn (2 busy cores: 4-11 ms per frame on 2 threads, 1.1-1.4 ms on 1: '
+                              'bench/bench_classifier_threads.py)', (0, 4096)),
     'image_obs': Param(False, 'render the front and wrist cameras'),
     'observation': Param('state', "what the policy sees: 'state' (sim: 21 states with the cube's xyz; franky: its 21 "
                                   "robot states) or 'pixels' (proprioception and cameras, no object state: sim 18 "
