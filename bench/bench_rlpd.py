@@ -216,28 +216,33 @@ def rlpd_run(tmp: Path, name: str, train_cfg: Path, demos_dir: Path, args,
 
 def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
     """``--reward classifier``: the success classifier a real cell would have, trained by ``run
-    train_reward`` on the demonstrations' camera frames and a noisy expert's episodes
-    (``--failure-noise``: failures and near misses, labeled by the sim's check as an operator would
-    label them); its held-out figures printed. Both recordings hold each success
+    train_reward`` on the demonstrations' camera frames and a noisy expert's episodes at each
+    ``--failure-noise`` (labeled by the sim's check as an operator would label them): 1.0 flails
+    (failures far from the task), 0.1 approaches the cube and misses (near misses: the arm over the
+    cube with the gripper open, which a classifier that saw only demos and flailing calls a success
+    and RL then provokes); its held-out figures printed. Both recordings hold each success
     ``--steps-after-success`` steps: the frames after the success step are the positives, every
     frame before it a negative (an episode that ends on it has no image of the lifted cube). The
     checkpoint's path."""
-    fail_cfg = variant_config(demos_cfg, tmp / 'failures.yaml', args.variant,
-                              franka_env_node={'target_successes': 0, 'collect_episodes': True, 'only_success': False,
-                                               'steps_after_success': args.steps_after_success},
-                              policy_node={'expert_noise': args.failure_noise})
-    t = time.time()
-    subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(fail_cfg),
-                    '--steps', str(args.failure_steps), '--output-dir', str(tmp / 'failures'), '--in-process'],
-                   cwd=ROOT, check=True, capture_output=True)
-    r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos',
-                        str(tmp / 'demos' / 'collected_data'), str(tmp / 'failures' / 'collected_data'),
-                        '--output-dir', str(tmp / 'reward')], cwd=ROOT, capture_output=True, text=True)
+    t, recorded = time.time(), [tmp / 'demos' / 'collected_data']
+    for k, noise in enumerate(args.failure_noise):
+        fail_cfg = variant_config(demos_cfg, tmp / f'failures{k}.yaml', args.variant,
+                                  franka_env_node={'target_successes': 0, 'collect_episodes': True,
+                                                   'only_success': False, 'steps_after_success': args.steps_after_success},
+                                  policy_node={'expert_noise': noise})
+        subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'sim_collect', '--config', str(fail_cfg),
+                        '--steps', str(args.failure_steps), '--output-dir', str(tmp / f'failures{k}'), '--in-process'],
+                       cwd=ROOT, check=True, capture_output=True)
+        recorded.append(tmp / f'failures{k}' / 'collected_data')
+    (tmp / 'reward_training.yaml').write_text(yaml.safe_dump({'shift_px': args.reward_shift_px}))
+    r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos', *map(str, recorded),
+                        '--config', str(tmp / 'reward_training.yaml'), '--output-dir', str(tmp / 'reward')],
+                       cwd=ROOT, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f'train_reward failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}')
     said = r.stdout.splitlines()
-    print(f'success classifier (not in the budget, {time.time() - t:.0f} s with its noisy-expert episodes): '
-          f'{said[0]}; {said[-1]}')
+    print(f'success classifier (not in the budget, {time.time() - t:.0f} s with its noisy-expert episodes at noise '
+          f'{", ".join(f"{n:g}" for n in args.failure_noise)}; shift {args.reward_shift_px} px): {said[0]}; {said[-1]}')
     return tmp / 'reward' / 'success_classifier.pt'
 
 
@@ -288,8 +293,11 @@ def main() -> None:
                     "noisy expert's episodes go on this many steps after a success (the env node's "
                     'steps_after_success): the frames that show the cube lifted are the classifier\'s positives, the '
                     'moment before a negative')
-    ap.add_argument('--failure-noise', type=float, default=1.0, help="--reward classifier: the noisy expert's "
-                    'action noise (std) for the classifier\'s negative episodes')
+    ap.add_argument('--failure-noise', type=float, nargs='+', default=[1.0, 0.1], help="--reward classifier: the "
+                    "noisy expert's action noise (std), one recording of negative episodes per value: 1.0 flails, "
+                    '0.1 reaches the cube and misses (near misses)')
+    ap.add_argument('--reward-shift-px', type=int, default=3, help="--reward classifier: train_reward's random image "
+                    'shift (shift_px): the classifier cannot key on where the cube sits in the wrist view')
     ap.add_argument('--failure-steps', type=int, default=30, help='--reward classifier: training steps (x 20 '
                     'control steps x 2 envs) of noisy-expert episodes')
     ap.add_argument('--out', default='bench_rlpd.png')
