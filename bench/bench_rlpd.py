@@ -27,8 +27,9 @@ keypoint encoder); then, in the same invocation, state-based RLPD as the anchor
 rate while the learner trains, the encoder's pretraining and its cost per frame.
 
 ``--reward classifier`` (with ``--obs pixels``): the learner never sees the sim's reward. A success
-classifier (``run train_reward``) is trained on the demos' frames and a noisy expert's episodes
-(not in the budget; both recorded with ``--steps-after-success`` steps after each success, and
+classifier (``run train_reward``, ``--reward-shift-px``) is trained on the demos' frames and a noisy
+expert's episodes at each ``--failure-noise`` (flailing and near misses; not in the budget; all
+recorded with ``--steps-after-success`` steps after each success, and
 both RLPD runs start from these demos), and the env node's ``reward_source: classifier`` gives the reward and the
 success end; the sim's own check only scores the snapshots, and each snapshot's evaluation counts
 the episodes the classifier called a success and the sim did not (reward hacking). Then, in the same
