@@ -204,7 +204,8 @@ def make_env(p: dict, frames=None, labels=None):
     else:
         raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
     try:
-        env.step_reward = step_reward(p, [c.name for c in frames.cameras] if frames else p['camera_names'], labels)
+        env.step_reward = step_reward(p, [c.name for c in frames.cameras] if frames else p['camera_names'], labels,
+                                      env.state_names)
     except Exception:
         env.close()
         raise
@@ -219,9 +220,10 @@ def make_env(p: dict, frames=None, labels=None):
     return env
 
 
-def step_reward(p: dict, cameras: list, labels=None):
+def step_reward(p: dict, cameras: list, labels=None, state_names=None):
     """The env's ``rewards.step_reward.StepReward`` from ``reward_source`` (None: the env's own
-    reward, no label source and no steps after a success: nothing to decide)."""
+    reward, no label source and no steps after a success: nothing to decide). ``state_names``:
+    the env's (None: the sim's for ``observation``), where a classifier finds the states it reads."""
     from ..rewards.step_reward import StepReward
     delay = p['sim_operator_delay']
     if delay >= 0:
@@ -238,8 +240,11 @@ def step_reward(p: dict, cameras: list, labels=None):
         from ..rewards.classifier import load
         classifier, meta = load(p['reward_classifier'])
         threshold = meta['threshold'] if math.isnan(threshold) else threshold
+    if state_names is None and p['env_type'] == 'sim':
+        from ..envs.sim_franka import observed_state_names
+        state_names = observed_state_names(p['observation'])
     return StepReward(p['reward_source'], p['num_envs'], labels, classifier, threshold, p['reward_hold'], cameras,
-                      p['image_size'], p['steps_after_success'], delay)
+                      p['image_size'], p['steps_after_success'], delay, state_names or ())
 
 
 def joint_positions(env) -> list[int]:
