@@ -213,11 +213,10 @@ def test_real_train_learns_from_the_demos_with_the_operator_in_the_loop(franky_s
     reward is the classifier's."""
     port = free_udp_port()
     demos = collected[0] / 'demos'
-    # the classifier also reads the FR3's gripper opening and TCP height (docs/real_robot.md's workflow)
-    (tmp_path / 'reward.yaml').write_text('state_inputs: [gripper.width, tcp.z]\n')
+    # the shipped config (docs/real_robot.md's command): the classifier also reads the FR3's gripper and TCP height
     trained = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos',
                               str(collected[0] / 'logs'), '--output-dir', str(tmp_path / 'reward'),
-                              '--config', str(tmp_path / 'reward.yaml')],
+                              '--config', str(ROOT / 'config' / 'train_reward.yaml')],
                              cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert trained.returncode == 0 and "of 2 episodes (2 successful)" in trained.stdout and \
         "states ['gripper.width', 'tcp.z']" in trained.stdout, trained.stdout[-2000:] + trained.stderr[-2000:]
