@@ -27,8 +27,8 @@ keypoint encoder); then, in the same invocation, state-based RLPD as the anchor
 rate while the learner trains, the encoder's pretraining and its cost per frame.
 
 ``--reward classifier`` (with ``--obs pixels``): the learner never sees the sim's reward. A success
-classifier (``run train_reward``, ``--reward-shift-px``, ``--reward-states``: the gripper's opening
-and the TCP's height beside the cameras) is trained on the demos' frames and a noisy
+classifier (``run train_reward``, ``--reward-shift-px``, ``--reward-states``: the gripper's state
+beside the cameras) is trained on the demos' frames and a noisy
 expert's episodes at each ``--failure-noise`` (flailing and near misses; not in the budget; all
 recorded with ``--steps-after-success`` steps after each success, and
 both RLPD runs start from these demos), and the env node's ``reward_source: classifier`` gives the reward and the
@@ -302,7 +302,7 @@ def main() -> None:
                     '0.1 reaches the cube and misses (near misses)')
     ap.add_argument('--reward-shift-px', type=int, default=3, help="--reward classifier: train_reward's random image "
                     'shift (shift_px): the classifier cannot key on where the cube sits in the wrist view')
-    ap.add_argument('--reward-states', nargs='*', default=['gripper.pos', 'tcp.z'], help="--reward classifier: "
+    ap.add_argument('--reward-states', nargs='*', default=['gripper.pos'], help="--reward classifier: "
                     "train_reward's state_inputs, the robot states the classifier reads beside the cameras (none: "
                     'images only): with images only RL held the open gripper near the cube until the wrist view '
                     'looked like a grasp')
