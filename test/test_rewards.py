@@ -94,7 +94,7 @@ def test_a_classifier_that_reads_the_grippers_state_tells_a_grasp_from_a_view_th
     """The hack RL found in the sim, drawn: failed episodes whose frames look like the successes'
     (the open gripper held where the wrist view resembles a grasp) and differ only in the gripper's
     state. Images alone cannot tell them apart; with ``state_inputs`` the classifier reads the
-    gripper (standardized by the training frames) and does. The checkpoint names its states; a run
+    gripper (clipped to the training frames' range, standardized by them) and does. The checkpoint names its states; a run
     whose env lacks one is refused, naming both, and the step reward feeds it the env's states."""
     views, targets, episodes = _episodes(24, seed=1)
     n = len(targets)
@@ -114,6 +114,9 @@ def test_a_classifier_that_reads_the_grippers_state_tells_a_grasp_from_a_view_th
     assert m['held_out_precision'] >= 0.95 and m['held_out_recall'] >= 0.9
     assert torch.allclose(model.state_mean, torch.from_numpy(states[:, 1:]).mean(0), atol=0.1)
 
+    # a state beyond what the training frames span reads as the edge of that span (RL drives the arm there)
+    far, edge = torch.tensor([[1.0, 5.0]]), torch.tensor([[1.0, float(states[:, 2].max())]])
+    assert torch.equal(model.probability(views[:1], far), model.probability(views[:1], edge))
     loaded, meta = rc.load(rc.save(model, tmp_path / 'states.pt', 0.5, m))
     assert meta['state_names'] == ['gripper.pos', 'tcp.z'] and torch.equal(loaded.state_std, model.state_std)
     assert loaded.check_matches(CAMERAS, SIZE, ['tcp.z', 'x', 'gripper.pos']) == [2, 0]
