@@ -27,8 +27,7 @@ keypoint encoder); then, in the same invocation, state-based RLPD as the anchor
 rate while the learner trains, the encoder's pretraining and its cost per frame.
 
 ``--reward classifier`` (with ``--obs pixels``): the learner never sees the sim's reward. A success
-classifier (``run train_reward``, ``--reward-shift-px``, ``--reward-states``: the gripper's state
-beside the cameras) is trained on the demos' frames and a noisy
+classifier (``run train_reward``, ``--reward-shift-px``) is trained on the demos' frames and a noisy
 expert's episodes at each ``--failure-noise`` (flailing and near misses; not in the budget; all
 recorded with ``--steps-after-success`` steps after each success, and
 both RLPD runs start from these demos), and the env node's ``reward_source: classifier`` gives the reward and the
@@ -236,8 +235,7 @@ def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
                         '--steps', str(args.failure_steps), '--output-dir', str(tmp / f'failures{k}'), '--in-process'],
                        cwd=ROOT, check=True, capture_output=True)
         recorded.append(tmp / f'failures{k}' / 'collected_data')
-    (tmp / 'reward_training.yaml').write_text(yaml.safe_dump({'shift_px': args.reward_shift_px,
-                                                              'state_inputs': list(args.reward_states)}))
+    (tmp / 'reward_training.yaml').write_text(yaml.safe_dump({'shift_px': args.reward_shift_px}))
     r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos', *map(str, recorded),
                         '--config', str(tmp / 'reward_training.yaml'), '--output-dir', str(tmp / 'reward')],
                        cwd=ROOT, capture_output=True, text=True)
@@ -245,8 +243,7 @@ def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
         raise SystemExit(f'train_reward failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}')
     said = r.stdout.splitlines()
     print(f'success classifier (not in the budget, {time.time() - t:.0f} s with its noisy-expert episodes at noise '
-          f'{", ".join(f"{n:g}" for n in args.failure_noise)}; shift {args.reward_shift_px} px; states '
-          f'{", ".join(args.reward_states) or "none"}): {said[0]}; {said[-1]}')
+          f'{", ".join(f"{n:g}" for n in args.failure_noise)}; shift {args.reward_shift_px} px): {said[0]}; {said[-1]}')
     return tmp / 'reward' / 'success_classifier.pt'
 
 
@@ -302,10 +299,6 @@ def main() -> None:
                     '0.1 reaches the cube and misses (near misses)')
     ap.add_argument('--reward-shift-px', type=int, default=3, help="--reward classifier: train_reward's random image "
                     'shift (shift_px): the classifier cannot key on where the cube sits in the wrist view')
-    ap.add_argument('--reward-states', nargs='*', default=['gripper.pos'], help="--reward classifier: "
-                    "train_reward's state_inputs, the robot states the classifier reads beside the cameras (none: "
-                    'images only): with images only RL held the open gripper near the cube until the wrist view '
-                    'looked like a grasp')
     ap.add_argument('--failure-steps', type=int, default=30, help='--reward classifier: training steps (x 20 '
                     'control steps x 2 envs) of noisy-expert episodes')
     ap.add_argument('--out', default='bench_rlpd.png')

@@ -90,50 +90,6 @@ def test_the_classifier_learns_success_from_two_cameras_and_its_checkpoint_refus
         rc.load(tmp_path / 'foreign.pt')
 
 
-def test_a_classifier_that_reads_the_grippers_state_tells_a_grasp_from_a_view_that_only_looks_like_one(tmp_path):
-    """The hack RL found in the sim, drawn: failed episodes whose frames look like the successes'
-    (the open gripper held where the wrist view resembles a grasp) and differ only in the gripper's
-    state. Images alone cannot tell them apart; with ``state_inputs`` the classifier reads the
-    gripper (clipped to the training frames' range, standardized by them) and does. The checkpoint names its states; a run
-    whose env lacks one is refused, naming both, and the step reward feeds it the env's states."""
-    views, targets, episodes = _episodes(24, seed=1)
-    n = len(targets)
-    names = ['joint1.pos', 'gripper.pos', 'tcp.z']
-    states = np.zeros((n, 3), np.float32)
-    states[:, 0] = np.random.default_rng(0).normal(0, 1, n)
-    states[:, 1] = targets                       # the gripper closes on the cube in the successes
-    states[:, 2] = 0.3 + 0.1 * targets
-    lookalike = np.isin(episodes, np.arange(1, 24, 4))     # every other failed episode shows a success view
-    views[torch.from_numpy(lookalike)] = views[torch.from_numpy(targets == 1)][:int(lookalike.sum())]
-    states[lookalike, 2] = 0.4                    # at the success's height, but the gripper open
-    _, blind = train_classifier(views, targets, episodes, CAMERAS, config(train_epochs=8), log=lambda s: None)
-    model, m = train_classifier(views, targets, episodes, CAMERAS, config(train_epochs=20, state_inputs=['gripper.pos', 'tcp.z']),
-                                log=lambda s: None, states=states, state_names=names)
-    print('images only', round(blind['held_out_precision'], 3), 'with the gripper', round(m['held_out_precision'], 3))
-    assert blind['held_out_precision'] < 0.8       # the look-alikes are false successes
-    assert m['held_out_precision'] >= 0.95 and m['held_out_recall'] >= 0.9
-    assert torch.allclose(model.state_mean, torch.from_numpy(states[:, 1:]).mean(0), atol=0.1)
-
-    # a state beyond what the training frames span reads as the edge of that span (RL drives the arm there)
-    far, edge = torch.tensor([[1.0, 5.0]]), torch.tensor([[1.0, float(states[:, 2].max())]])
-    assert torch.equal(model.probability(views[:1], far), model.probability(views[:1], edge))
-    loaded, meta = rc.load(rc.save(model, tmp_path / 'states.pt', 0.5, m))
-    assert meta['state_names'] == ['gripper.pos', 'tcp.z'] and torch.equal(loaded.state_std, model.state_std)
-    assert loaded.check_matches(CAMERAS, SIZE, ['tcp.z', 'x', 'gripper.pos']) == [2, 0]
-    with pytest.raises(ValueError, match=r"reads states \['gripper.pos', 'tcp.z'\]; this run's env has "
-                                         r"\['tcp.z', 'gripper.width'\], without \['gripper.pos'\]"):
-        loaded.check_matches(CAMERAS, SIZE, ['tcp.z', 'gripper.width'])
-    with pytest.raises(ValueError, match=r'also takes \[N, 2\] states \(gripper.pos, tcp.z\), got None'):
-        loaded.probability(views[:2])
-    with pytest.raises(ValueError, match=r"state_inputs \['gripper.width'\]: the recorded states are .*without "
-                                         r"\['gripper.width'\]"):
-        train_classifier(views, targets, episodes, CAMERAS, config(state_inputs=['gripper.width']), log=lambda s: None,
-                         states=states, state_names=names)
-    # an images-only checkpoint reads no state from any run
-    assert rc.load(rc.save(rc.SuccessClassifier(CAMERAS, SIZE), tmp_path / 'plain.pt', 0.5, {}))[0].check_matches(
-        CAMERAS, SIZE, None) == []
-
-
 def test_one_class_of_frames_is_refused_naming_the_counts():
     views, targets, episodes = _episodes(4, seed=2)
     with pytest.raises(ValueError, match='0 success frames'):

@@ -204,8 +204,7 @@ def make_env(p: dict, frames=None, labels=None):
     else:
         raise ValueError(f"env_type must be 'sim' or 'franky', got {p['env_type']!r}")
     try:
-        env.step_reward = step_reward(p, [c.name for c in frames.cameras] if frames else p['camera_names'], labels,
-                                      env.state_names)
+        env.step_reward = step_reward(p, [c.name for c in frames.cameras] if frames else p['camera_names'], labels)
     except Exception:
         env.close()
         raise
@@ -220,10 +219,9 @@ def make_env(p: dict, frames=None, labels=None):
     return env
 
 
-def step_reward(p: dict, cameras: list, labels=None, state_names=None):
+def step_reward(p: dict, cameras: list, labels=None):
     """The env's ``rewards.step_reward.StepReward`` from ``reward_source`` (None: the env's own
-    reward, no label source and no steps after a success: nothing to decide). ``state_names``:
-    the env's (None: the sim's for ``observation``), where a classifier finds the states it reads."""
+    reward, no label source and no steps after a success: nothing to decide)."""
     from ..rewards.step_reward import StepReward
     delay = p['sim_operator_delay']
     if delay >= 0:
@@ -240,11 +238,8 @@ def step_reward(p: dict, cameras: list, labels=None, state_names=None):
         from ..rewards.classifier import load
         classifier, meta = load(p['reward_classifier'])
         threshold = meta['threshold'] if math.isnan(threshold) else threshold
-    if state_names is None and p['env_type'] == 'sim':
-        from ..envs.sim_franka import observed_state_names
-        state_names = observed_state_names(p['observation'])
     return StepReward(p['reward_source'], p['num_envs'], labels, classifier, threshold, p['reward_hold'], cameras,
-                      p['image_size'], p['steps_after_success'], delay, state_names or ())
+                      p['image_size'], p['steps_after_success'], delay)
 
 
 def joint_positions(env) -> list[int]:

@@ -47,11 +47,6 @@ ACTION_NAMES = ['delta_x', 'delta_y', 'delta_z', 'delta_rx', 'delta_ry', 'delta_
 CAMERA_NAMES = ['front', 'wrist']  # gym-hil's pixels keys: main_images, extra_view_images[0]
 
 
-def observed_state_names(observation: str) -> list[str]:
-    """The names of the states an env observes: without the cube's xyz for 'pixels'."""
-    return STATE_NAMES[:PROPRIO_DIM] if observation == 'pixels' else list(STATE_NAMES)
-
-
 class SimFrankaVecEnv(BatchedEnv):
     """``states``: the table of initial states (state_ids.py); each env's episodes take the
     ids of ``state_split`` on the env's own stride (``env_offset`` = this batch's first global
@@ -70,7 +65,7 @@ class SimFrankaVecEnv(BatchedEnv):
                              'would see neither the cube nor its position')
         self.pixels = observation == 'pixels'
         if self.pixels:
-            self.state_names = observed_state_names(observation)
+            self.state_names = STATE_NAMES[:PROPRIO_DIM]
         self.states, self.state_split = states, state_split
         self.task_ids = [self._check_task(task_id)] * num_envs
         if states is not None:

@@ -66,8 +66,6 @@ class LabeledEpisode:
     index: int
     frames: dict[str, np.ndarray]   # camera key -> [T, H, W, 3] uint8
     success_at: Optional[int]       # the frame of the success label (None: not a success)
-    states: Optional[np.ndarray] = None   # [T, S] float32, the recorded state (None: the dataset has none)
-    state_names: tuple = ()               # its columns, as the dataset's features name them
 
     @property
     def length(self) -> int:
@@ -75,7 +73,7 @@ class LabeledEpisode:
 
 
 def labeled_episodes(root: str | Path) -> list[LabeledEpisode]:
-    """Every episode of the dataset at ``root`` with its camera frames, success frame and states."""
+    """Every episode of the dataset at ``root`` with its camera frames and success frame."""
     root = Path(root)
     info = read_info(root)
     cams = camera_keys(info)
@@ -89,10 +87,8 @@ def labeled_episodes(root: str | Path) -> list[LabeledEpisode]:
     if not files:
         raise FileNotFoundError(f'no data files under {root / "data"}')
     images = [k for k in cams if feats[k]['dtype'] == 'image']
-    state = naming.state if naming.state in feats else None
-    state_names = tuple(feats[state].get('names') or ()) if state else ()
-    table = pa.concat_tables([pq.read_table(f, columns=['episode_index', 'frame_index', naming.success, *images,
-                                                        *([state] if state else [])]) for f in files])
+    table = pa.concat_tables([pq.read_table(f, columns=['episode_index', 'frame_index', naming.success, *images])
+                              for f in files])
     videos = video_frames(root, info)
     cols = table.to_pydict()
     order = np.lexsort((np.asarray(cols['frame_index']), np.asarray(cols['episode_index'])))
@@ -107,8 +103,7 @@ def labeled_episodes(root: str | Path) -> list[LabeledEpisode]:
             at = int(np.argmax(flags)) if flags.any() else None
         frames = {k: (np.stack([png_frame(cols[k][i]) for i in rows]) if k in images else videos[(k, int(ep))])
                   for k in cams}
-        states = np.asarray([np.asarray(cols[state][i], np.float32).reshape(-1) for i in rows]) if state else None
-        out.append(LabeledEpisode(str(root), int(ep), frames, at, states, state_names))
+        out.append(LabeledEpisode(str(root), int(ep), frames, at))
     return out
 
 

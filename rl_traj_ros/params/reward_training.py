@@ -11,10 +11,5 @@ REWARD_TRAINING = {
     'shift_px': Param(0, 'random image shift in pixels while training (DrQ augmentation; 0: none): a fixed '
                          'camera sees success as a position in the image (a cube lifted 10 cm is a few pixels '
                          'at 64x64), which a shift blurs', (0, 64)),
-    'state_inputs': Param([], 'recorded states the classifier also reads, by name (e.g. [gripper.pos] in the sim, '
-                              '[gripper.width] on the FR3), clipped to the training frames\' range: the robot\'s '
-                              'own, never an object\'s; images alone let RL hold a pose whose view looks like a '
-                              'success. A state the demos span narrowly (the TCP\'s height) is one RL drives out '
-                              'of that range', None),
     'seed': Param(0, 'seed of the split, the initial weights and the batches'),
 }

@@ -57,8 +57,7 @@ def check_teleop_and_cameras(cfg: dict) -> None:
 def check_reward(cfg: dict) -> None:
     """What gives the reward can work on this cell, before anything starts: a task without a pose
     target needs the classifier or the operator; the classifier's checkpoint loads (weights only)
-    and was trained on this run's cameras at its image size and on states the FR3 has (both named
-    when not)."""
+    and was trained on this run's cameras at its image size (both named when not)."""
     from ..rewards.step_reward import REWARD_SOURCES
     source = cfg.get('reward_source') or ENV.reward_source
     if source not in REWARD_SOURCES:
@@ -73,10 +72,9 @@ def check_reward(cfg: dict) -> None:
         if not cfg.get('cameras'):
             raise ValueError('reward_source classifier needs the cameras it was trained on (cameras, or --camera '
                              'NAME=TOPIC): the classifier sees nothing else')
-        from ..envs.franky_env import STATE_NAMES
         from ..rewards.classifier import load
         model, _ = load(cfg['reward_classifier'])
-        model.check_matches(list(cfg.get('cameras') or {}), int(cfg.get('image_size') or ENV.image_size), STATE_NAMES)
+        model.check_matches(list(cfg.get('cameras') or {}), int(cfg.get('image_size') or ENV.image_size))
 
 
 def camera_driver(cfg: dict) -> Optional[str]:

@@ -6,15 +6,13 @@ as positives and every other frame as a negative (``rewards.labels``), trains on
 and measures on held-out ones (``rewards.train``), prints precision, recall and the per-frame
 false-positive rate, and writes ``success_classifier.pt`` (cameras, image size, threshold and the
 figures inside) and ``metrics.json`` into ``--output-dir``. ``--config``: a YAML of
-``params.reward_training`` values (train_epochs, batch_size, lr, held_out, threshold, shift_px,
-state_inputs, ...).
+``params.reward_training`` values (train_epochs, batch_size, lr, held_out, threshold, ...).
 """
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -24,45 +22,38 @@ from ..episodes.demos import find_datasets
 from ..episodes.lerobot_reader import labeled_episodes
 from ..rewards import classifier as rc
 from ..rewards.labels import frame_targets
-from ..rewards.train import config, select_states, train_classifier
+from ..rewards.train import config, train_classifier
 
 CAMERA_PREFIX = 'observation.images.'
 CHECKPOINT = 'success_classifier.pt'
 
 
-def load_labeled(demos: list[str]) -> tuple[torch.Tensor, np.ndarray, np.ndarray, list[str],
-                                            Optional[np.ndarray], list[str]]:
-    """(views [N, V, H, W, 3] uint8, targets [N], episode ids [N], camera names, states [N, S] or
-    None, state names) of every episode under ``demos``; datasets whose cameras or image size
-    differ are refused, naming both; states are kept only when every dataset records the same ones."""
-    views, states, lengths, success_at, cameras, shape, names = [], [], [], [], None, None, None
+def load_labeled(demos: list[str]) -> tuple[torch.Tensor, np.ndarray, np.ndarray, list[str]]:
+    """(views [N, V, H, W, 3] uint8, targets [N], episode ids [N], camera names) of every episode
+    under ``demos``; datasets whose cameras or image size differ are refused, naming both."""
+    views, lengths, success_at, cameras, shape = [], [], [], None, None
     for root in demos:
         datasets = find_datasets(root)
         if not datasets:
             raise ValueError(f'no LeRobot dataset (meta/info.json) under {root}')
         for ds in datasets:
             for ep in labeled_episodes(ds):
-                cams = [k.removeprefix(CAMERA_PREFIX) for k in ep.frames]
+                names = [k.removeprefix(CAMERA_PREFIX) for k in ep.frames]
                 h, w = next(iter(ep.frames.values())).shape[1:3]
                 if cameras is None:
-                    cameras, shape = cams, (h, w)
+                    cameras, shape = names, (h, w)
                     if h != w:
                         raise ValueError(f'{ds}: {w}x{h} images; the success classifier takes square ones (image_size)')
-                if cams != cameras or (h, w) != shape:
-                    raise ValueError(f'{ds} records cameras {cams} at {w}x{h}, an earlier dataset {cameras} at '
+                if names != cameras or (h, w) != shape:
+                    raise ValueError(f'{ds} records cameras {names} at {w}x{h}, an earlier dataset {cameras} at '
                                      f'{shape[1]}x{shape[0]}: train on runs with the same cameras')
-                here = list(ep.state_names) if ep.states is not None else []
-                names = here if names is None else (names if names == here else [])
                 views.append(np.stack([ep.frames[k] for k in ep.frames], 1))
-                states.append(ep.states)
                 lengths.append(ep.length)
                 success_at.append(ep.success_at)
     if not views:
         raise ValueError(f'no episodes under {", ".join(demos)}')
     episodes = np.repeat(np.arange(len(lengths)), lengths)
-    all_states = np.concatenate(states) if names else None
-    return (torch.from_numpy(np.concatenate(views)), frame_targets(lengths, success_at), episodes, cameras,
-            all_states, names or [])
+    return torch.from_numpy(np.concatenate(views)), frame_targets(lengths, success_at), episodes, cameras
 
 
 def main(args) -> int:
@@ -73,17 +64,14 @@ def main(args) -> int:
     cfg = config(**(given or {}))
     out = Path(args.output_dir or f'outputs/train_reward/{time.strftime("%Y%m%d_%H%M%S")}')
     try:
-        views, targets, episodes, cameras, states, state_names = load_labeled(args.demos)
-        select_states(states, state_names, cfg.state_inputs)
+        views, targets, episodes, cameras = load_labeled(args.demos)
     except (ValueError, FileNotFoundError) as e:
         print(f'train_reward: {e}', flush=True)
         return 1
     successes = sum(1 for e in np.unique(episodes) if targets[episodes == e].any())
     print(f'{len(views)} frames of {len(np.unique(episodes))} episodes ({successes} successful), cameras {cameras}, '
-          f'{views.shape[2]}x{views.shape[3]}'
-          + (f', states {cfg.state_inputs}' if cfg.state_inputs else ''), flush=True)
-    model, m = train_classifier(views, targets, episodes, cameras, cfg, log=lambda s: print(s, flush=True),
-                                states=states, state_names=state_names)
+          f'{views.shape[2]}x{views.shape[3]}', flush=True)
+    model, m = train_classifier(views, targets, episodes, cameras, cfg, log=lambda s: print(s, flush=True))
     path = rc.save(model, out / CHECKPOINT, cfg.threshold, m)
     (out / 'metrics.json').write_text(json.dumps(m, indent=1) + '\n')
     print(f"held out ({m['held_out_episodes']} episodes, threshold {cfg.threshold:g}): "

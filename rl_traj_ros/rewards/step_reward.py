@@ -71,11 +71,9 @@ class StepReward:
     def __init__(self, source: str, num_envs: int, labels: Optional[EpisodeLabels] = None,
                  classifier: Optional[SuccessClassifier] = None, threshold: Optional[float] = None,
                  hold: Optional[int] = None, cameras: Sequence[str] = (), image_size: Optional[int] = None,
-                 steps_after_success: int = ENV.steps_after_success, operator_delay: int = ENV.sim_operator_delay,
-                 state_names: Sequence[str] = ()):
+                 steps_after_success: int = ENV.steps_after_success, operator_delay: int = ENV.sim_operator_delay):
         """``threshold``, ``hold``: the detector's (with a classifier); a classifier trained on
-        other cameras or another image size than ``cameras`` / ``image_size``, or that reads a
-        state the env's ``state_names`` lack, is refused, naming both."""
+        other cameras or another image size than ``cameras`` / ``image_size`` is refused, naming both."""
         if steps_after_success < 0:
             raise ValueError(f'steps_after_success must be 0 or more, got {steps_after_success}')
         if source not in REWARD_SOURCES:
@@ -84,7 +82,7 @@ class StepReward:
             if classifier is None:
                 raise ValueError("reward_source 'classifier' needs reward_classifier: a checkpoint of run "
                                  'train_reward (success_classifier.pt)')
-        self.state_index = classifier.check_matches(cameras, image_size, state_names) if source == 'classifier' else []
+            classifier.check_matches(cameras, image_size)
         self.source, self.labels, self.classifier = source, labels, classifier if source == 'classifier' else None
         if self.classifier is None:   # the detectors then only apply labels: their threshold is never read
             threshold, hold = 0.5, 1
@@ -124,7 +122,7 @@ class StepReward:
         else:
             prob = None
             if self.classifier is not None and label == Label.NONE:
-                prob = float(self.classifier.probability(frame_views(obs), self._states(obs))[0])
+                prob = float(self.classifier.probability(frame_views(obs))[0])
             d = det.step(0.0, False, prob, label)
             source = Source.OPERATOR if self.source == 'operator' and d.source == Source.ENV else d.source
             # the env's own success goes on unseen; its other ends cut the episode (truncated), never terminate it
@@ -138,12 +136,6 @@ class StepReward:
         self.counts[f'reward_{out.source.name.lower()}'] += 1
         self.counts['classifier_successes'] += int(d.source == Source.CLASSIFIER and d.success)
         return out
-
-    def _states(self, obs: dict) -> Optional[torch.Tensor]:
-        """The states the classifier reads, from one env's observation ([1, S]; None: it reads none)."""
-        if not self.state_index:
-            return None
-        return torch.from_numpy(np.asarray(obs['states'], np.float32)[self.state_index])[None]
 
     def _watch(self, i: int, success: bool) -> None:
         """The scripted operator: a success label once the sim's check passed ``operator_delay`` steps ago."""

@@ -6,13 +6,12 @@ a frame split would measure memory, not the success a new episode shows. Positiv
 and the images are shifted by a few pixels per batch (DrQ's random shift) so the model cannot key
 on the exact pixel of a fixed camera. The figures that matter for a reward: precision (a false
 success ends an episode with reward 1, which RL exploits), recall, and the false-positive rate
-per frame, at the threshold the run will use. ``state_inputs`` names robot states the classifier
-also reads (``rewards.classifier``), standardized by the training frames.
+per frame, at the threshold the run will use.
 """
 from __future__ import annotations
 
 import time
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -58,36 +57,16 @@ def metrics(prob: np.ndarray, target: np.ndarray, threshold: float) -> dict[str,
             'accuracy': (tp + tn) / max(1, len(target)), 'positives': tp + fn, 'negatives': fp + tn}
 
 
-def select_states(states: Optional[np.ndarray], names: Sequence[str], wanted: Sequence[str]) -> Optional[torch.Tensor]:
-    """The ``wanted`` columns of [N, S] ``states`` named ``names`` (None when none are wanted),
-    or a ValueError naming the missing ones and what the recording has."""
-    if not wanted:
-        return None
-    missing = [n for n in wanted if n not in list(names)]
-    if states is None or missing:
-        raise ValueError(f'state_inputs {list(wanted)}: the recorded states are {list(names) or "none"}'
-                         + (f', without {missing}' if missing else ''))
-    return torch.from_numpy(np.asarray(states, np.float32)[:, [list(names).index(n) for n in wanted]])
-
-
 def train_classifier(views: torch.Tensor, targets: np.ndarray, episodes: np.ndarray, cameras: Sequence[str],
-                     cfg: Config = REWARD_TRAIN, log=print, states: Optional[np.ndarray] = None,
-                     state_names: Sequence[str] = ()) -> tuple[SuccessClassifier, dict[str, float]]:
+                     cfg: Config = REWARD_TRAIN, log=print) -> tuple[SuccessClassifier, dict[str, float]]:
     """Train on the training episodes' frames; return the model and its held-out figures
     (``held_out_*``), plus the training set's (``train_*``) and the time it took. ``cfg``:
-    ``params.reward_training`` (``config(train_epochs=...)`` overrides, range-checked); its
-    ``state_inputs`` are taken from ``states`` [N, S], whose columns ``state_names`` names."""
-    if not (len(views) == len(targets) == len(episodes)) or (states is not None and len(states) != len(views)):
-        raise ValueError(f'{len(views)} frames, {len(targets)} targets, {len(episodes)} episode ids'
-                         f'{"" if states is None else f", {len(states)} states"}: one each')
+    ``params.reward_training`` (``config(train_epochs=...)`` overrides, range-checked)."""
+    if not (len(views) == len(targets) == len(episodes)):
+        raise ValueError(f'{len(views)} frames, {len(targets)} targets, {len(episodes)} episode ids: one each')
     targets, episodes = np.asarray(targets, np.float32), np.asarray(episodes)
-    picked = select_states(states, state_names, cfg.state_inputs)
     train_m, test_m = split_episodes(episodes, cfg.held_out, cfg.seed)
-    model = SuccessClassifier(cameras, views.shape[2], cfg.seed, cfg.state_inputs)
-    s_train = None
-    if picked is not None:
-        s_train = picked[torch.from_numpy(train_m)]
-        model.fit_states(s_train)
+    model = SuccessClassifier(cameras, views.shape[2], cfg.seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     x_train, y_train = views[torch.from_numpy(train_m)], torch.from_numpy(targets[train_m])
     pos = float(y_train.sum())
@@ -102,8 +81,8 @@ def train_classifier(views: torch.Tensor, targets: np.ndarray, episodes: np.ndar
         order, total = torch.randperm(len(y_train), generator=gen), 0.0
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
-            logits = model(_shift(x_train[idx], cfg.shift_px, gen), None if s_train is None else s_train[idx])
-            loss = F.binary_cross_entropy_with_logits(logits, y_train[idx], pos_weight=pos_weight)
+            loss = F.binary_cross_entropy_with_logits(model(_shift(x_train[idx], cfg.shift_px, gen)), y_train[idx],
+                                                      pos_weight=pos_weight)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -113,8 +92,7 @@ def train_classifier(views: torch.Tensor, targets: np.ndarray, episodes: np.ndar
     out = {'train_s': time.monotonic() - t0, 'threshold': cfg.threshold,
            'train_episodes': len(np.unique(episodes[train_m])), 'held_out_episodes': len(np.unique(episodes[test_m]))}
     for name, m in (('train', train_m), ('held_out', test_m)):
-        mask = torch.from_numpy(m)
-        prob = model.probability(views[mask], None if picked is None else picked[mask]).numpy()
+        prob = model.probability(views[torch.from_numpy(m)]).numpy()
         out.update({f'{name}_{k}': v for k, v in metrics(prob, targets[m], cfg.threshold).items()})
     return model, out
 
@@ -123,4 +101,4 @@ def config(**given) -> Config:
     return resolve(REWARD_TRAINING, given)
 
 
-__all__ = ['config', 'metrics', 'select_states', 'split_episodes', 'train_classifier']
+__all__ = ['config', 'metrics', 'split_episodes', 'train_classifier']
