@@ -27,7 +27,7 @@ keypoint encoder); then, in the same invocation, state-based RLPD as the anchor
 rate while the learner trains, the encoder's pretraining and its cost per frame.
 
 ``--reward classifier`` (with ``--obs pixels``): the learner never sees the sim's reward. A success
-classifier (``run train_reward``, ``--reward-shift-px``) is trained on the demos' frames and a noisy
+classifier (``run train_reward`` with a cell's ``config/train_reward.yaml``, ``--reward-shift-px``) is trained on the demos' frames and a noisy
 expert's episodes at each ``--failure-noise`` (flailing and near misses; not in the budget; all
 recorded with ``--steps-after-success`` steps after each success, and
 both RLPD runs start from these demos), and the env node's ``reward_source: classifier`` gives the reward and the
@@ -235,7 +235,10 @@ def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
                         '--steps', str(args.failure_steps), '--output-dir', str(tmp / f'failures{k}'), '--in-process'],
                        cwd=ROOT, check=True, capture_output=True)
         recorded.append(tmp / f'failures{k}' / 'collected_data')
-    (tmp / 'reward_training.yaml').write_text(yaml.safe_dump({'shift_px': args.reward_shift_px}))
+    training = yaml.safe_load((ROOT / 'config' / 'train_reward.yaml').read_text())   # a cell's, as docs/real_robot.md
+    if args.reward_shift_px is not None:
+        training['shift_px'] = args.reward_shift_px
+    (tmp / 'reward_training.yaml').write_text(yaml.safe_dump(training))
     r = subprocess.run([sys.executable, '-m', 'rl_traj_ros.cli', 'run', 'train_reward', '--demos', *map(str, recorded),
                         '--config', str(tmp / 'reward_training.yaml'), '--output-dir', str(tmp / 'reward')],
                        cwd=ROOT, capture_output=True, text=True)
@@ -243,7 +246,7 @@ def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
         raise SystemExit(f'train_reward failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}')
     said = r.stdout.splitlines()
     print(f'success classifier (not in the budget, {time.time() - t:.0f} s with its noisy-expert episodes at noise '
-          f'{", ".join(f"{n:g}" for n in args.failure_noise)}; shift {args.reward_shift_px} px): {said[0]}; {said[-1]}')
+          f'{", ".join(f"{n:g}" for n in args.failure_noise)}; shift {training['shift_px']} px): {said[0]}; {said[-1]}')
     return tmp / 'reward' / 'success_classifier.pt'
 
 
@@ -297,8 +300,9 @@ def main() -> None:
     ap.add_argument('--failure-noise', type=float, nargs='+', default=[1.0, 0.1], help="--reward classifier: the "
                     "noisy expert's action noise (std), one recording of negative episodes per value: 1.0 flails, "
                     '0.1 reaches the cube and misses (near misses)')
-    ap.add_argument('--reward-shift-px', type=int, default=3, help="--reward classifier: train_reward's random image "
-                    'shift (shift_px): the classifier cannot key on where the cube sits in the wrist view')
+    ap.add_argument('--reward-shift-px', type=int, default=None, help="--reward classifier: train_reward's random image "
+                    "shift (shift_px; default config/train_reward.yaml's, a real cell's): the classifier cannot key on "
+                    'where the cube sits in the wrist view')
     ap.add_argument('--failure-steps', type=int, default=30, help='--reward classifier: training steps (x 20 '
                     'control steps x 2 envs) of noisy-expert episodes')
     ap.add_argument('--out', default='bench_rlpd.png')
