@@ -246,7 +246,7 @@ def learned_reward(tmp: Path, demos_cfg: Path, args) -> Path:
         raise SystemExit(f'train_reward failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}')
     said = r.stdout.splitlines()
     print(f'success classifier (not in the budget, {time.time() - t:.0f} s with its noisy-expert episodes at noise '
-          f'{", ".join(f"{n:g}" for n in args.failure_noise)}; shift {training['shift_px']} px): {said[0]}; {said[-1]}')
+          f'{", ".join(f"{n:g}" for n in args.failure_noise)}; shift {training["shift_px"]} px): {said[0]}; {said[-1]}')
     return tmp / 'reward' / 'success_classifier.pt'
 
 
