@@ -306,7 +306,7 @@ def test_a_spacemouse_chord_ends_the_episode_of_a_task_without_a_pose_target(fra
     if source == 'classifier':
         never = rc.SuccessClassifier(['front'], 128)
         with torch.no_grad():
-            never.head[-1].bias.fill_(-50.0)
+            never.heads[0][-1].bias.fill_(-50.0)
         reward['reward_classifier'] = str(rc.save(never, tmp_path / 'never.pt', 0.5, {}))
     shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
     tail = int(shipped['steps_after_success'])

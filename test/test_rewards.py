@@ -88,6 +88,24 @@ def test_the_classifier_learns_success_from_two_cameras_and_its_checkpoint_refus
     torch.save({'format': 'something else'}, tmp_path / 'foreign.pt')
     with pytest.raises(ValueError, match='not a success classifier checkpoint'):
         rc.load(tmp_path / 'foreign.pt')
+    torch.save({'format': 'rl_traj_ros.success_classifier/1', 'model': {}}, tmp_path / 'old.pt')
+    with pytest.raises(ValueError, match='old.pt: a success classifier of the old format .*retrain it with run train_reward'):
+        rc.load(tmp_path / 'old.pt')
+
+
+def test_a_success_needs_every_camera_to_see_it():
+    """One camera's head saying success is not enough: the frame's probability is the least
+    confident camera's (a wrist view fooled by a near cube is vetoed by the front view)."""
+    model = rc.SuccessClassifier(CAMERAS, 32)
+    frames = torch.zeros(3, 2, 32, 32, 3, dtype=torch.uint8)
+    with torch.no_grad():
+        model.heads[0][-1].bias.fill_(50.0)
+        model.heads[1][-1].bias.fill_(-50.0)
+    assert model.view_logits(frames).shape == (3, 2)
+    assert (model.probability(frames) < 1e-6).all()
+    with torch.no_grad():
+        model.heads[1][-1].bias.fill_(50.0)
+    assert (model.probability(frames) > 1 - 1e-6).all()
 
 
 def test_one_class_of_frames_is_refused_naming_the_counts():
@@ -311,7 +329,7 @@ def test_the_classifier_gives_the_reward_after_its_hold_and_the_sims_success_onl
     with pytest.raises(ValueError, match="reward_source must be one of env, classifier, operator"):
         StepReward('sim', 2)
     with torch.no_grad():   # every frame scores 1.0: what a classifier that learned to be fooled says
-        model.head[-1].bias.fill_(50.0)
+        [h[-1].bias.fill_(50.0) for h in model.heads]
     labels = _labels()
     reward = StepReward('classifier', 2, labels, model, 0.5, 3, CAMERAS, 32)
     env = _sim(tmp_path, reward)
@@ -328,7 +346,7 @@ def test_the_classifier_gives_the_reward_after_its_hold_and_the_sims_success_onl
     _, r, te, tr, info = env.step(zero)   # env 1: the operator wins over the classifier's score
     assert info['reward_source'].tolist() == [1, 2] and te.tolist() == [False, True] and r.tolist() == [0.0, 0.0]
     with torch.no_grad():
-        model.head[-1].bias.fill_(float('nan'))
+        [h[-1].bias.fill_(float('nan')) for h in model.heads]
     for _ in range(4):
         _, r, te, tr, info = env.step(zero)
         assert not te.any() and (r == 0).all()

@@ -1,7 +1,8 @@
 """Training the success classifier on the operator's labeled episodes, measured on held-out ones.
 
 The split is by episode, never by frame: neighbouring frames of one episode are near copies, so
-a frame split would measure memory, not the success a new episode shows. Positives are rare
+a frame split would measure memory, not the success a new episode shows. Each camera's head
+learns the label from its view alone (``classifier``: a success needs them all). Positives are rare
 (the frames after a success label), so the loss weighs them by the negatives-to-positives ratio,
 and the images are shifted by a few pixels per batch (DrQ's random shift) so the model cannot key
 on the exact pixel of a fixed camera. The figures that matter for a reward: precision (a false
@@ -81,7 +82,8 @@ def train_classifier(views: torch.Tensor, targets: np.ndarray, episodes: np.ndar
         order, total = torch.randperm(len(y_train), generator=gen), 0.0
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
-            loss = F.binary_cross_entropy_with_logits(model(_shift(x_train[idx], cfg.shift_px, gen)), y_train[idx],
+            logits = model.view_logits(_shift(x_train[idx], cfg.shift_px, gen))   # each camera to the label
+            loss = F.binary_cross_entropy_with_logits(logits, y_train[idx, None].expand_as(logits),
                                                       pos_weight=pos_weight)
             opt.zero_grad()
             loss.backward()
