@@ -37,7 +37,8 @@ def rclpy_context():
 # The longest files first: xdist hands each worker whole files (--dist loadfile) in collection
 # order, so a long file collected last would run alone at the end while the other worker idles.
 # Order from the suite's own --durations (docs/tests.md); files not listed keep their order after.
-LONGEST_FIRST = ('test_fault_tolerance.py', 'test_real_collect.py', 'test_sim_pipeline.py', 'test_sim_train.py',
+LONGEST_FIRST = ('test_fault_tolerance.py', 'test_real_collect.py', 'test_real_labels.py', 'test_sim_pipeline.py',
+                 'test_sim_train.py',
                  'test_lerobot_policy.py', 'test_rlpd_loop.py', 'test_multi_host.py', 'test_rlpd_images.py',
                  'test_node_signals.py')
 
