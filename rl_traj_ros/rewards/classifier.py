@@ -10,7 +10,7 @@ open gripper a hand's width from an unlifted cube fills a wrist camera like a gr
 front camera shows the cube on the table. Measured on the bench's labels (20 demos, noisy-expert
 failures, 14 held-out episodes): one head over both cameras' features, precision 0.82 and recall
 0.98 per frame, and RL found its false successes within 10 minutes; every camera agreeing,
-precision 1.00 and recall 0.80-0.84 in two trainings, and RL from pixels on its reward reached 90 %
+precision 1.00 and recall 0.80, and RL from pixels on its reward reached 90 %
 of held-out episodes in 45 minutes, 0-2 of 20 per snapshot hacked (docs/benchmarks.md has the runs).
 
 The checkpoint names the cameras, in order, and the image size it was trained on: a classifier
